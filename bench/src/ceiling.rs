@@ -1,0 +1,128 @@
+//! The raw-SQL ceiling (`../shared/bench/ceiling`): run it or read its output, and
+//! find the row that matches a litequeue figure.
+
+use std::{path::Path, process::Command};
+
+use anyhow::{bail, Context, Result};
+use sqlx::postgres::PgConnectOptions;
+
+/// One line of the ceiling's output.
+#[derive(Debug, Clone)]
+pub struct Row {
+    pub label: String,
+    pub clients: u32,
+    pub rate: f64,
+}
+
+impl Row {
+    pub fn describe(&self) -> String {
+        format!(
+            "{}, {} client(s): {}/s",
+            self.label,
+            self.clients,
+            crate::stats::thousands(self.rate)
+        )
+    }
+}
+
+/// The ceiling's parsed output.
+#[derive(Debug, Clone, Default)]
+pub struct Ceiling {
+    pub header: String,
+    pub rows: Vec<Row>,
+    pub raw: String,
+}
+
+impl Ceiling {
+    /// Parses lines like `drain claim_then_update batch=100      clients=4       65000 jobs/s`.
+    pub fn parse(text: &str) -> Ceiling {
+        let mut c = Ceiling {
+            raw: text.to_owned(),
+            ..Default::default()
+        };
+        for line in text.lines() {
+            if line.starts_with('#') {
+                c.header = line.trim_start_matches('#').trim().to_owned();
+                continue;
+            }
+            let Some((label, rest)) = line.split_once("clients=") else {
+                continue;
+            };
+            let mut f = rest.split_whitespace();
+            let (Some(clients), Some(rate)) = (f.next(), f.next()) else {
+                continue;
+            };
+            if let (Ok(clients), Ok(rate)) = (clients.parse(), rate.parse()) {
+                c.rows.push(Row {
+                    label: label.trim().to_owned(),
+                    clients,
+                    rate,
+                });
+            }
+        }
+        c
+    }
+
+    pub fn find(&self, label: &str, clients: u32) -> Option<&Row> {
+        self.rows
+            .iter()
+            .find(|r| r.label == label && r.clients == clients)
+    }
+
+    pub fn enqueue_single(&self, clients: u32) -> Option<&Row> {
+        self.find("enqueue single-row autocommit", clients)
+    }
+
+    pub fn enqueue_unnest(&self) -> Option<&Row> {
+        self.find("enqueue 1000-row unnest", 1)
+    }
+
+    /// claim_then_update (4 clients) at the measured batch size nearest `batch` (log scale).
+    pub fn drain_near(&self, batch: f64) -> Option<&Row> {
+        let b = batch.max(1.0).ln();
+        self.rows
+            .iter()
+            .filter(|r| r.label.starts_with("drain claim_then_update batch=") && r.clients == 4)
+            .min_by(|x, y| {
+                let d = |r: &Row| (drain_batch(r).max(1.0).ln() - b).abs();
+                d(x).total_cmp(&d(y))
+            })
+    }
+
+    pub fn drain_batch1(&self) -> Option<&Row> {
+        self.find("drain claim_then_update batch=1", 4)
+    }
+}
+
+fn drain_batch(r: &Row) -> f64 {
+    r.label
+        .rsplit('=')
+        .next()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1.0)
+}
+
+/// Runs `script quick` against the server of `admin`, returning its stdout.
+pub fn run(script: &Path, admin: &PgConnectOptions) -> Result<String> {
+    eprintln!(
+        "ceiling: running {} quick (about 2 minutes)",
+        script.display()
+    );
+    let out = Command::new(script)
+        .arg("quick")
+        .env("PGHOST", admin.get_host())
+        .env("PGPORT", admin.get_port().to_string())
+        .env("PGUSER", admin.get_username())
+        .output()
+        .with_context(|| format!("running {}", script.display()))?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    if !out.status.success() {
+        bail!(
+            "ceiling failed ({}): {}{}",
+            out.status,
+            text,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(text)
+}

@@ -1,0 +1,174 @@
+//! The benchmark database and the SQL the harness itself runs (never timed).
+
+use std::{str::FromStr, time::Duration};
+
+use anyhow::{Context, Result};
+use sqlx::{
+    postgres::{PgConnectOptions, PgPoolOptions},
+    Connection, PgConnection, PgPool,
+};
+
+/// Name of the scratch database (dropped and recreated on every run).
+pub const DB_NAME: &str = "lq_bench";
+
+/// Drops and recreates `lq_bench` on the admin server, migrates it, and returns
+/// its connect options and a small harness pool.
+pub async fn create(admin_url: &str) -> Result<(PgConnectOptions, PgPool)> {
+    let admin = PgConnectOptions::from_str(admin_url).context("parsing DATABASE_URL")?;
+    let mut conn = PgConnection::connect_with(&admin)
+        .await
+        .context("connecting to the admin database")?;
+    sqlx::query(&format!("drop database if exists {DB_NAME} with (force)"))
+        .execute(&mut conn)
+        .await?;
+    sqlx::query(&format!("create database {DB_NAME}"))
+        .execute(&mut conn)
+        .await?;
+    conn.close().await?;
+    let opts = admin.database(DB_NAME);
+    let pool = pool(&opts, 4).await?;
+    lq_runtime::migrate(&pool)
+        .await
+        .context("migrating lq_bench")?;
+    Ok((opts, pool))
+}
+
+/// A pool of at most `max` connections on the benchmark database.
+pub async fn pool(opts: &PgConnectOptions, max: u32) -> Result<PgPool> {
+    Ok(PgPoolOptions::new()
+        .max_connections(max)
+        .acquire_timeout(Duration::from_secs(30))
+        .connect_with(opts.clone())
+        .await?)
+}
+
+/// Application name of runtime pools, so a wedged run's sessions can be ended.
+pub const RUNTIME_APP: &str = "lq-bench-runtime";
+
+/// A runtime's pool: sqlx's default size (10), tagged [`RUNTIME_APP`].
+pub async fn runtime_pool(opts: &PgConnectOptions) -> Result<PgPool> {
+    pool(&opts.clone().application_name(RUNTIME_APP), 10).await
+}
+
+/// Ends every session a runtime left behind (after a run that did not finish).
+pub async fn end_runtime_sessions(pool: &PgPool) -> Result<()> {
+    sqlx::query(
+        "select pg_terminate_backend(pid) from pg_stat_activity
+         where datname = current_database() and application_name = $1",
+    )
+    .bind(RUNTIME_APP)
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+pub async fn exec(pool: &PgPool, sql: &str) -> Result<()> {
+    sqlx::query(sql)
+        .execute(pool)
+        .await
+        .with_context(|| format!("harness statement: {sql}"))?;
+    Ok(())
+}
+
+/// Empties the table (or, with `keep_upto`, deletes every row above that id), then
+/// vacuums, analyses and checkpoints, so every run starts from the same state.
+pub async fn reset(pool: &PgPool, keep_upto: Option<i64>) -> Result<()> {
+    match keep_upto {
+        None => exec(pool, "truncate lq.jobs").await?,
+        Some(id) => {
+            sqlx::query("delete from lq.jobs where id > $1")
+                .bind(id)
+                .execute(pool)
+                .await?;
+        }
+    }
+    settle(pool).await
+}
+
+pub async fn settle(pool: &PgPool) -> Result<()> {
+    // LQ_BENCH_NO_ANALYZE=1 is a diagnostic only: it shows what stale planner
+    // statistics taken on a backlog (no running rows) cost the runtime.
+    if std::env::var("LQ_BENCH_NO_ANALYZE").is_ok_and(|v| v == "1") {
+        exec(pool, "vacuum lq.jobs").await?;
+        return exec(pool, "checkpoint").await;
+    }
+    exec(pool, "vacuum analyze lq.jobs").await?;
+    exec(pool, "checkpoint").await
+}
+
+/// Bulk-inserts `n` queued no-op jobs, as `Noop::enqueue_many` would write them.
+pub async fn prefill_noop(pool: &PgPool, n: u64) -> Result<()> {
+    sqlx::query(
+        "insert into lq.jobs (kind, queue, payload, max_attempts)
+         select 'bench.noop', 'default', jsonb_build_object('n', g), 20 from generate_series(1, $1) g",
+    )
+    .bind(n as i64)
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+/// Inserts `n` succeeded jobs (history kept by `keep_finished`); returns the highest id.
+pub async fn insert_retained(pool: &PgPool, n: u64) -> Result<i64> {
+    sqlx::query(
+        "insert into lq.jobs (kind, queue, payload, max_attempts, state, attempts, started_at, finished_at)
+         select 'bench.noop', 'default', jsonb_build_object('n', g), 20, 'succeeded', 1, now(), now()
+         from generate_series(1, $1) g",
+    )
+    .bind(n as i64)
+    .execute(pool)
+    .await?;
+    Ok(
+        sqlx::query_scalar("select coalesce(max(id), 0) from lq.jobs")
+            .fetch_one(pool)
+            .await?,
+    )
+}
+
+/// Server-wide WAL position (bytes) and this database's committed transactions.
+pub async fn wal_and_commits(pool: &PgPool) -> Result<(f64, i64)> {
+    Ok(sqlx::query_as(
+        "select (pg_current_wal_lsn() - '0/0'::pg_lsn)::float8,
+                (select xact_commit from pg_stat_database where datname = current_database())",
+    )
+    .fetch_one(pool)
+    .await?)
+}
+
+/// Jobs in `state = 'queued'`.
+pub async fn depth(pool: &PgPool) -> Result<i64> {
+    Ok(
+        sqlx::query_scalar("select count(*) from lq.jobs where state = 'queued'")
+            .fetch_one(pool)
+            .await?,
+    )
+}
+
+/// (n_live_tup, n_dead_tup, autovacuum_count) of lq.jobs.
+pub async fn table_stats(pool: &PgPool) -> Result<(i64, i64, i64)> {
+    Ok(sqlx::query_as(
+        "select n_live_tup, n_dead_tup, autovacuum_count from pg_stat_user_tables
+         where schemaname = 'lq' and relname = 'jobs'",
+    )
+    .fetch_optional(pool)
+    .await?
+    .unwrap_or((0, 0, 0)))
+}
+
+/// (succeeded rows above `above`, distinct claim statements, distinct completion
+/// statements): each claim and each batched completion stamps one `now()`.
+pub async fn batches(pool: &PgPool, above: i64) -> Result<(i64, i64, i64)> {
+    Ok(sqlx::query_as(
+        "select count(*), count(distinct started_at), count(distinct finished_at)
+         from lq.jobs where state = 'succeeded' and id > $1",
+    )
+    .bind(above)
+    .fetch_one(pool)
+    .await?)
+}
+
+pub async fn server_version(pool: &PgPool) -> Result<String> {
+    Ok(sqlx::query_scalar("show server_version")
+        .fetch_one(pool)
+        .await?)
+}

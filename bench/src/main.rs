@@ -1,0 +1,172 @@
+//! lq-bench: litequeue's benchmark program.
+//!
+//! `cargo run --release -p lq-bench -- [--quick] [--json out.json] [--md out.md]
+//! [--only enqueue,bulk,drain,sustained,latency,retained,startup]
+//! [--ceiling FILE | --ceiling-script PATH | --no-ceiling]`
+//!
+//! Creates its own database (`lq_bench`, dropped and recreated) on the server of
+//! DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres), runs each
+//! scenario three times and prints one table: the litequeue figure (median
+//! [min–max]), the matching row of the raw-SQL ceiling measured on the same server,
+//! and their ratio. `scripts/bench` is the one command that runs it all.
+
+mod ceiling;
+mod cpu;
+mod db;
+mod jobs;
+mod report;
+mod scenarios;
+mod stats;
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use scenarios::Ctx;
+
+const SCENARIOS: [&str; 7] = [
+    "enqueue",
+    "bulk",
+    "drain",
+    "sustained",
+    "latency",
+    "retained",
+    "startup",
+];
+
+struct Args {
+    quick: bool,
+    json: Option<PathBuf>,
+    md: Option<PathBuf>,
+    only: Vec<String>,
+    ceiling_file: Option<PathBuf>,
+    ceiling_script: Option<PathBuf>,
+    no_ceiling: bool,
+}
+
+fn args() -> Result<Args> {
+    let mut a = Args {
+        quick: false,
+        json: None,
+        md: None,
+        only: SCENARIOS.iter().map(|s| s.to_string()).collect(),
+        ceiling_file: None,
+        ceiling_script: None,
+        no_ceiling: false,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        let mut value = || it.next().with_context(|| format!("{arg} needs a value"));
+        match arg.as_str() {
+            "--quick" => a.quick = true,
+            "--json" => a.json = Some(value()?.into()),
+            "--md" => a.md = Some(value()?.into()),
+            "--ceiling" => a.ceiling_file = Some(value()?.into()),
+            "--ceiling-script" => a.ceiling_script = Some(value()?.into()),
+            "--no-ceiling" => a.no_ceiling = true,
+            "--only" => {
+                a.only = value()?
+                    .split(',')
+                    .map(|s| s.trim().to_owned())
+                    .filter(|s| !s.is_empty())
+                    .collect();
+                if let Some(bad) = a.only.iter().find(|s| !SCENARIOS.contains(&s.as_str())) {
+                    bail!("unknown scenario {bad}; known: {}", SCENARIOS.join(","));
+                }
+            }
+            "-h" | "--help" => {
+                println!("usage: lq-bench [--quick] [--json FILE] [--md FILE] [--only {}] [--ceiling FILE | --ceiling-script PATH | --no-ceiling]", SCENARIOS.join(","));
+                std::process::exit(0);
+            }
+            other => bail!("unknown argument {other} (see --help)"),
+        }
+    }
+    Ok(a)
+}
+
+fn load_ceiling(a: &Args, admin_url: &str) -> Result<Option<ceiling::Ceiling>> {
+    if a.no_ceiling {
+        return Ok(None);
+    }
+    let text = if let Some(f) = &a.ceiling_file {
+        std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?
+    } else {
+        let script = a.ceiling_script.clone().unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/bench/ceiling")
+        });
+        if !script.exists() {
+            eprintln!(
+                "ceiling: {} not found; figures are reported without a ceiling",
+                script.display()
+            );
+            return Ok(None);
+        }
+        let admin = admin_url.parse().context("parsing DATABASE_URL")?;
+        scenarios::announce("ceiling (nothing else of lq-bench runs meanwhile)");
+        let text = ceiling::run(&script, &admin)?;
+        print!("{text}");
+        text
+    };
+    Ok(Some(ceiling::Ceiling::parse(&text)))
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    jobs::now_ns(); // fix the monotonic base
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "warn,sqlx::query=error".into()),
+        )
+        .init();
+    let a = args()?;
+    let admin_url = std::env::var("DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    let ceiling = load_ceiling(&a, &admin_url)?;
+    let (opts, pool) = db::create(&admin_url).await?;
+    let version = db::server_version(&pool).await?;
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let mode = if a.quick { "quick" } else { "full" };
+    let header = format!(
+        "litequeue benchmark ({mode}), PostgreSQL {version}, {cores} cores; ceiling: {}. Medians of 3 runs [min–max] unless stated; the machine is shared, so other processes may have been running (load is printed before each run).",
+        ceiling.as_ref().map_or("not run".to_owned(), |c| c.header.clone()),
+    );
+    println!("# {header}");
+    let mut ctx = Ctx {
+        opts,
+        pool,
+        quick: a.quick,
+        ceiling,
+        report: Default::default(),
+        drain_defaults: None,
+        sustain_base: None,
+        best: None,
+        latency_open: None,
+        latency_serial: None,
+    };
+    for s in SCENARIOS.iter().filter(|s| a.only.iter().any(|o| o == *s)) {
+        match *s {
+            "enqueue" => scenarios::enqueue_single::run(&mut ctx).await?,
+            "bulk" => scenarios::enqueue_bulk::run(&mut ctx).await?,
+            "drain" => scenarios::drain::run(&mut ctx).await?,
+            "sustained" => scenarios::sustained::run(&mut ctx).await?,
+            "latency" => scenarios::latency::run(&mut ctx).await?,
+            "retained" => scenarios::retained::run(&mut ctx).await?,
+            "startup" => scenarios::startup::run(&mut ctx).await?,
+            _ => unreachable!("checked in args()"),
+        }
+    }
+    if let Some(c) = &ctx.ceiling {
+        ctx.report.detail("ceiling_output", c.raw.clone().into());
+    }
+    let md = ctx.report.markdown(&header);
+    println!("\n{md}");
+    if let Some(p) = &a.md {
+        std::fs::write(p, &md).with_context(|| format!("writing {}", p.display()))?;
+    }
+    if let Some(p) = &a.json {
+        let j = serde_json::to_string_pretty(&ctx.report.json(&header))?;
+        std::fs::write(p, j).with_context(|| format!("writing {}", p.display()))?;
+    }
+    ctx.pool.close().await;
+    Ok(())
+}

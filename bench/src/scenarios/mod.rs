@@ -1,0 +1,74 @@
+//! One scenario per file; [`Ctx`] carries what they share.
+
+pub mod drain;
+pub mod enqueue_bulk;
+pub mod enqueue_single;
+pub mod latency;
+pub mod retained;
+pub mod startup;
+pub mod sustained;
+
+use std::sync::Arc;
+
+use anyhow::Result;
+use lq_runtime::{Runtime, RuntimeConfig};
+use sqlx::{postgres::PgConnectOptions, PgPool};
+
+use crate::{ceiling::Ceiling, jobs::Sink, report::Report};
+
+/// The queue every scenario uses, and the concurrency the benchmark documents as
+/// its default: concurrency is the user's per-queue setting (there is no default).
+pub const QUEUE: &str = "default";
+pub const DEFAULT_CONCURRENCY: usize = 100;
+
+/// What the scenarios share.
+pub struct Ctx {
+    pub opts: PgConnectOptions,
+    /// Harness pool on the benchmark database (setup and sampling only).
+    pub pool: PgPool,
+    pub quick: bool,
+    pub ceiling: Option<Ceiling>,
+    pub report: Report,
+    /// Median drain rate with shipped defaults (scenario 3a), for later scenarios.
+    pub drain_defaults: Option<f64>,
+    /// The drain rate sustained load is a fraction of, and where it comes from: the
+    /// shipped-defaults median when every such run finished, else the fastest
+    /// finished run of the sweep.
+    pub sustain_base: Option<(f64, String)>,
+    /// Best settings found by the sweep (scenario 3b) and their median rate.
+    pub best: Option<(drain::Settings, f64)>,
+    /// Latency (p50, p99) in ms on the empty table, open loop with NOTIFY and serial.
+    pub latency_open: Option<(f64, f64)>,
+    pub latency_serial: Option<(f64, f64)>,
+}
+
+/// /proc/loadavg's three averages.
+pub fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "?".into())
+}
+
+/// Prints what is about to be measured with the machine's load; returns the load.
+pub fn announce(what: &str) -> String {
+    let l = load();
+    let t = crate::jobs::now_ns() as f64 / 1e9;
+    println!("[{t:7.1}s] {what} (load {l}; other processes may have been running)");
+    l
+}
+
+/// Starts a runtime serving [`QUEUE`] with `concurrency` slots.
+pub async fn start_runtime(
+    pool: PgPool,
+    concurrency: usize,
+    config: RuntimeConfig,
+    sink: Option<Arc<Sink>>,
+) -> Result<Runtime> {
+    let mut b = Runtime::builder(pool)
+        .queue(QUEUE, concurrency)
+        .config(config);
+    if let Some(s) = sink {
+        b = b.state(s);
+    }
+    Ok(b.start().await?)
+}

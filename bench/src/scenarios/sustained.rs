@@ -1,0 +1,147 @@
+//! Scenario 4: producers at a fixed offered load (about 50 % and 90 % of the drain
+//! rate) against a runtime with shipped defaults; completion rate, queue depth and
+//! dead tuples every 10 s.
+
+use std::{
+    sync::{
+        atomic::{AtomicBool, AtomicU64, Ordering::Relaxed},
+        Arc,
+    },
+    time::{Duration, Instant},
+};
+
+use anyhow::Result;
+use lq_runtime::{EnqueueOptions, Job, RuntimeConfig};
+use serde_json::{json, Value};
+
+use super::{announce, drain, start_runtime, Ctx, DEFAULT_CONCURRENCY};
+use crate::{db, jobs::Noop, stats::thousands};
+
+const WINDOW: Duration = Duration::from_secs(10);
+
+pub async fn run(ctx: &mut Ctx) -> Result<()> {
+    let (drain_rate, from) = match ctx.sustain_base.clone() {
+        Some(b) => b,
+        None => {
+            let n = drain::backlog(ctx.quick);
+            let s = drain::Settings::defaults();
+            let r = drain::once(ctx, n, s, None, "to set the offered load").await?;
+            (
+                r.rate,
+                "one drain with shipped defaults, run for this purpose".to_owned(),
+            )
+        }
+    };
+    ctx.report.note(format!(
+        "4.: offered load = fraction of {drain_rate:.0} jobs/s: {from}"
+    ));
+    let secs = if ctx.quick { 30 } else { 120 };
+    for frac in [0.5, 0.9] {
+        level(ctx, frac, drain_rate * frac, secs).await?;
+    }
+    Ok(())
+}
+
+async fn level(ctx: &mut Ctx, frac: f64, rate: f64, secs: u64) -> Result<()> {
+    db::reset(&ctx.pool, None).await?;
+    let load = announce(&format!(
+        "sustained: {:.0} jobs/s offered ({:.0} % of drain) for {secs} s",
+        rate,
+        frac * 100.0
+    ));
+    let rt_pool = db::runtime_pool(&ctx.opts).await?;
+    let rt = start_runtime(
+        rt_pool.clone(),
+        DEFAULT_CONCURRENCY,
+        RuntimeConfig::default(),
+        None,
+    )
+    .await?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let sent = Arc::new(AtomicU64::new(0));
+    let producer = {
+        let (stop, sent, pool) = (stop.clone(), sent.clone(), db::pool(&ctx.opts, 1).await?);
+        tokio::spawn(async move {
+            let t0 = Instant::now();
+            let mut n = 0u64;
+            while !stop.load(Relaxed) {
+                let due = (rate * t0.elapsed().as_secs_f64()) as u64;
+                while n < due {
+                    let k = (due - n).min(1000);
+                    Noop::enqueue_many(
+                        &pool,
+                        (n..n + k).map(|n| Noop { n }),
+                        EnqueueOptions::new(),
+                    )
+                    .await?;
+                    n += k;
+                    sent.store(n, Relaxed);
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            pool.close().await;
+            anyhow::Ok(())
+        })
+    };
+    let t0 = tokio::time::Instant::now();
+    let mut samples = Vec::new();
+    let mut prev = 0u64;
+    for i in 1..=secs / WINDOW.as_secs() {
+        tokio::time::sleep_until(t0 + WINDOW * i as u32).await;
+        let done = rt.stats().succeeded;
+        let depth = db::depth(&ctx.pool).await?;
+        let (live, dead, autovacuums) = db::table_stats(&ctx.pool).await?;
+        let s = json!({
+            "t_s": i * WINDOW.as_secs(), "completed_per_s": (done - prev) as f64 / WINDOW.as_secs_f64(),
+            "offered_total": sent.load(Relaxed), "succeeded_total": done, "queue_depth": depth,
+            "n_live_tup": live, "n_dead_tup": dead, "autovacuum_count": autovacuums,
+        });
+        println!("    {s}");
+        samples.push(s);
+        prev = done;
+    }
+    stop.store(true, Relaxed);
+    producer.await??;
+    rt.shutdown().await?;
+    rt_pool.close().await;
+
+    let rate_at = |s: &Value| s["completed_per_s"].as_f64().unwrap_or(f64::NAN);
+    let (first, last) = (
+        samples.first().map_or(f64::NAN, rate_at),
+        samples.last().map_or(f64::NAN, rate_at),
+    );
+    let name = format!(
+        "4. sustained {:.0} % of drain: {}/s offered, {secs} s (1 run)",
+        frac * 100.0,
+        thousands(rate)
+    );
+    ctx.report.row(
+        &name,
+        format!(
+            "last 10 s {}/s vs first 10 s {}/s",
+            thousands(last),
+            thousands(first)
+        ),
+        "its own first 10 s (target ratio ≥ 0.90)",
+        Some(last / first),
+    );
+    let series: Vec<String> = samples
+        .iter()
+        .map(|s| {
+            format!(
+                "{}s: {}/s, depth {}, dead {}",
+                s["t_s"],
+                thousands(rate_at(s)),
+                s["queue_depth"],
+                s["n_dead_tup"]
+            )
+        })
+        .collect();
+    ctx.report
+        .note(format!("{name} — every 10 s: {}", series.join("; ")));
+    ctx.report.detail(
+        &name,
+        json!({ "offered_per_s": rate, "secs": secs, "load": load, "samples": samples }),
+    );
+    Ok(())
+}

@@ -1,0 +1,63 @@
+//! The claim: one statement that takes a batch of ready jobs and leases them.
+
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use super::err;
+use crate::Error;
+
+/// A job just claimed by this worker.
+#[derive(Debug, sqlx::FromRow)]
+pub struct ClaimedJob {
+    /// Job id.
+    pub id: i64,
+    /// Kind stored in the row.
+    pub kind: String,
+    /// Payload as JSON text, decoded by the job's type.
+    pub payload: String,
+    /// This attempt's number (already counted).
+    pub attempts: i32,
+    /// Attempts allowed.
+    pub max_attempts: i32,
+    /// The lease token minted by this claim; every later write must present it.
+    pub lease_token: Uuid,
+}
+
+/// Claims up to `limit` ready jobs of `kinds` from `queue`, best first.
+///
+/// The locking select is a materialised CTE, so it runs once and can never claim
+/// more than `limit` rows. `lease_secs[i]` is the lease for `kinds[i]`. The attempt
+/// is counted here, so a job that kills its worker still runs out of attempts.
+pub async fn job_claim(
+    conn: &mut PgConnection,
+    queue: &str,
+    kinds: &[String],
+    lease_secs: &[f64],
+    limit: i64,
+    owner: &str,
+) -> Result<Vec<ClaimedJob>, Error> {
+    sqlx::query_as(
+        "with picked as materialized (
+             select id from lq.jobs
+             where state = 'queued' and queue = $1 and run_at <= now() and kind = any($2)
+             order by priority desc, run_at, id
+             limit $3
+             for update skip locked
+         )
+         update lq.jobs j
+         set state = 'running', attempts = j.attempts + 1, started_at = now(),
+             lease_token = gen_random_uuid(), lease_owner = $4,
+             lease_expires_at = now() + make_interval(secs => l.secs)
+         from picked, unnest($2::text[], $5::float8[]) as l(kind, secs)
+         where j.id = picked.id and l.kind = j.kind
+         returning j.id, j.kind, j.payload::text as payload, j.attempts, j.max_attempts, j.lease_token",
+    )
+    .bind(queue)
+    .bind(kinds)
+    .bind(limit)
+    .bind(owner)
+    .bind(lease_secs)
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(err("job_claim"))
+}

@@ -1,0 +1,149 @@
+//! Statements that insert jobs.
+
+use chrono::{DateTime, Utc};
+use sqlx::PgConnection;
+
+use super::err;
+use crate::Error;
+
+/// One row to insert; `payload` is JSON text.
+#[derive(Debug)]
+pub struct NewJob<'a> {
+    /// Job kind.
+    pub kind: &'a str,
+    /// Queue.
+    pub queue: &'a str,
+    /// Priority, larger first.
+    pub priority: i16,
+    /// Absolute run time; wins over `delay_secs`.
+    pub run_at: Option<DateTime<Utc>>,
+    /// Delay from the database's `now()`.
+    pub delay_secs: f64,
+    /// Attempts allowed.
+    pub max_attempts: i32,
+    /// NOTIFY listeners when the job is ready now.
+    pub notify: bool,
+}
+
+/// Inserts one job; `None` when a live job already holds `unique_key`.
+/// Sends the queue's wake-up NOTIFY (delivered at commit) when the job is ready now.
+pub async fn job_insert(
+    conn: &mut PgConnection,
+    job: &NewJob<'_>,
+    payload: &str,
+    unique_key: Option<&str>,
+) -> Result<Option<i64>, Error> {
+    // Without a unique key the conflict check is pure overhead.
+    let sql = if unique_key.is_some() {
+        INSERT_ONE_UNIQUE
+    } else {
+        INSERT_ONE
+    };
+    sqlx::query_scalar(sql)
+        .bind(job.kind)
+        .bind(job.queue)
+        .bind(job.priority)
+        .bind(payload)
+        .bind(job.run_at)
+        .bind(job.delay_secs)
+        .bind(job.max_attempts)
+        .bind(unique_key)
+        .bind(job.notify)
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(err("job_insert"))
+}
+
+/// The live job holding `unique_key`, if any.
+pub async fn job_find_live_by_key(
+    conn: &mut PgConnection,
+    unique_key: &str,
+) -> Result<Option<i64>, Error> {
+    sqlx::query_scalar(
+        "select id from lq.jobs
+         where unique_key = $1 and unique_key is not null and state in ('queued', 'running')",
+    )
+    .bind(unique_key)
+    .fetch_optional(&mut *conn)
+    .await
+    .map_err(err("job_find_live_by_key"))
+}
+
+/// Inserts many jobs of one kind in one statement; returns the ids inserted (rows
+/// whose unique key is already live are skipped). One NOTIFY at most.
+pub async fn job_insert_many(
+    conn: &mut PgConnection,
+    job: &NewJob<'_>,
+    payloads: &[String],
+    unique_keys: &[Option<String>],
+) -> Result<Vec<i64>, Error> {
+    // Without unique keys the conflict check is pure overhead (~20 % of a bulk insert).
+    let sql = if unique_keys.iter().any(Option::is_some) {
+        INSERT_MANY_UNIQUE
+    } else {
+        INSERT_MANY
+    };
+    sqlx::query_scalar(sql)
+        .bind(job.kind)
+        .bind(job.queue)
+        .bind(job.priority)
+        .bind(job.run_at)
+        .bind(job.delay_secs)
+        .bind(job.max_attempts)
+        .bind(payloads)
+        .bind(unique_keys)
+        .bind(job.notify)
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(err("job_insert_many"))
+}
+
+const INSERT_MANY: &str = "with ins as (
+         insert into lq.jobs (kind, queue, priority, payload, run_at, max_attempts, unique_key)
+         select $1, $2, $3, u.p::jsonb, coalesce($4, now() + make_interval(secs => $5)), $6, u.k
+         from unnest($7::text[], $8::text[]) as u(p, k)
+         returning id, run_at <= now() as ready
+     )
+     select coalesce(array_agg(id order by id), '{}') from ins
+     having case when coalesce(bool_or(ready), false) and $9
+                 then (select true from pg_notify('lq_jobs', $2)) else true end";
+
+const INSERT_MANY_UNIQUE: &str = "with ins as (
+         insert into lq.jobs (kind, queue, priority, payload, run_at, max_attempts, unique_key)
+         select $1, $2, $3, u.p::jsonb, coalesce($4, now() + make_interval(secs => $5)), $6, u.k
+         from unnest($7::text[], $8::text[]) as u(p, k)
+         on conflict (unique_key) where unique_key is not null and state in ('queued', 'running')
+         do nothing
+         returning id, run_at <= now() as ready
+     )
+     select coalesce(array_agg(id order by id), '{}') from ins
+     having case when coalesce(bool_or(ready), false) and $9
+                 then (select true from pg_notify('lq_jobs', $2)) else true end";
+
+/// Sends the wake-up NOTIFY for `queue` in its own short transaction.
+pub async fn queue_notify(pool: &sqlx::PgPool, queue: &str) -> Result<(), Error> {
+    sqlx::query("select pg_notify('lq_jobs', $1)")
+        .bind(queue)
+        .execute(pool)
+        .await
+        .map_err(err("queue_notify"))?;
+    Ok(())
+}
+
+const INSERT_ONE: &str = "with ins as (
+         insert into lq.jobs (kind, queue, priority, payload, run_at, max_attempts, unique_key)
+         values ($1, $2, $3, $4::jsonb, coalesce($5, now() + make_interval(secs => $6)), $7, $8)
+         returning id, run_at <= now() as ready
+     )
+     select id from ins
+     where case when ready and $9 then (select true from pg_notify('lq_jobs', $2)) else true end";
+
+const INSERT_ONE_UNIQUE: &str = "with ins as (
+         insert into lq.jobs (kind, queue, priority, payload, run_at, max_attempts, unique_key)
+         values ($1, $2, $3, $4::jsonb, coalesce($5, now() + make_interval(secs => $6)), $7, $8)
+         on conflict (unique_key) where unique_key is not null and state in ('queued', 'running')
+         do nothing
+         returning id, run_at <= now() as ready
+     )
+     select id from ins
+     where case when ready and $9 then (select true from pg_notify('lq_jobs', $2)) else true end";

@@ -1,0 +1,76 @@
+//! Lease upkeep: heartbeats extend live leases, rescue reclaims expired ones.
+
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use super::err;
+use crate::Error;
+
+/// A lease still held after a heartbeat.
+#[derive(Debug, sqlx::FromRow)]
+pub struct HeldLease {
+    /// Job id.
+    pub id: i64,
+    /// True when a user asked to cancel the job.
+    pub cancel_requested: bool,
+}
+
+/// Extends the leases this worker still holds to `now() + secs[i]`. Jobs missing
+/// from the result were lost (expired and rescued, or finished elsewhere).
+pub async fn job_heartbeat_many(
+    conn: &mut PgConnection,
+    ids: &[i64],
+    tokens: &[Uuid],
+    secs: &[f64],
+) -> Result<Vec<HeldLease>, Error> {
+    sqlx::query_as(concat!(
+        held_rows!(),
+        "
+         update lq.jobs j
+         set lease_expires_at = now() + make_interval(secs => d.secs)
+         from held join unnest($1::bigint[], $3::float8[]) as d(id, secs) on d.id = held.id
+         where j.id = held.id
+         returning j.id, j.cancel_requested_at is not null as cancel_requested"
+    ))
+    .bind(ids)
+    .bind(tokens)
+    .bind(secs)
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(err("job_heartbeat_many"))
+}
+
+/// Returns running jobs whose lease expired to the queue (or to `dead` when their
+/// attempts are spent, or `cancelled` when cancellation was requested), in one
+/// guarded statement: a job that completed meanwhile is left alone. Rescued jobs
+/// keep their `run_at`, so they keep their place instead of waiting behind the
+/// whole backlog.
+pub async fn job_rescue_expired(conn: &mut PgConnection, limit: i64) -> Result<Vec<i64>, Error> {
+    sqlx::query_scalar(
+        "with expired as materialized (
+             select id from lq.jobs
+             where state = 'running' and lease_expires_at < now()
+             order by id
+             limit $1
+             for update skip locked
+         )
+         update lq.jobs j
+         set state = case
+                 when j.cancel_requested_at is not null then 'cancelled'
+                 when j.attempts >= j.max_attempts then 'dead'
+                 else 'queued' end::lq.job_state,
+             finished_at = case
+                 when j.cancel_requested_at is not null or j.attempts >= j.max_attempts then now() end,
+             errors = j.errors || jsonb_build_array(jsonb_build_object(
+                 'attempt', j.attempts, 'at', now(),
+                 'error', 'lease expired: worker ' || coalesce(j.lease_owner, '?') || ' stopped heartbeating')),
+             lease_token = null, lease_owner = null, lease_expires_at = null
+         from expired
+         where j.id = expired.id and j.state = 'running' and j.lease_expires_at < now()
+         returning j.id",
+    )
+    .bind(limit)
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(err("job_rescue_expired"))
+}

@@ -1,0 +1,130 @@
+//! Housekeeping statements: pruning history, burying unknown kinds, health.
+
+use sqlx::PgConnection;
+
+use super::err;
+use crate::Error;
+
+/// Deletes up to `limit` finished jobs: succeeded or cancelled ones finished more
+/// than `keep_finished_secs` ago, dead ones more than `keep_dead_secs` ago.
+pub async fn job_prune(
+    conn: &mut PgConnection,
+    keep_finished_secs: f64,
+    keep_dead_secs: f64,
+    limit: i64,
+) -> Result<u64, Error> {
+    let r = sqlx::query(
+        "delete from lq.jobs where id in (
+             select id from lq.jobs
+             where (state in ('succeeded', 'cancelled') and finished_at < now() - make_interval(secs => $1))
+                or (state = 'dead' and finished_at < now() - make_interval(secs => $2))
+             limit $3
+         )",
+    )
+    .bind(keep_finished_secs)
+    .bind(keep_dead_secs)
+    .bind(limit)
+    .execute(&mut *conn)
+    .await
+    .map_err(err("job_prune"))?;
+    Ok(r.rows_affected())
+}
+
+/// Marks dead the jobs in `queues` whose kind is not in `known_kinds` and that
+/// have been ready for more than `grace_secs`; the reason is stored and the
+/// payload kept. Returns their ids.
+pub async fn job_bury_unknown_kinds(
+    conn: &mut PgConnection,
+    queues: &[String],
+    known_kinds: &[String],
+    grace_secs: f64,
+    limit: i64,
+) -> Result<Vec<i64>, Error> {
+    sqlx::query_scalar(
+        "with unknown as materialized (
+             select id from lq.jobs
+             where state = 'queued' and queue = any($1) and kind <> all($2)
+               and run_at < now() - make_interval(secs => $3)
+             limit $4
+             for update skip locked
+         )
+         update lq.jobs j
+         set state = 'dead', finished_at = now(),
+             errors = j.errors || jsonb_build_array(jsonb_build_object(
+                 'attempt', j.attempts, 'at', now(),
+                 'error', 'unknown kind ' || j.kind || ': no job type with this kind is registered by the runtimes serving queue ' || j.queue)),
+             lease_token = null, lease_owner = null, lease_expires_at = null
+         from unknown
+         where j.id = unknown.id and j.state = 'queued'
+         returning j.id",
+    )
+    .bind(queues)
+    .bind(known_kinds)
+    .bind(grace_secs)
+    .bind(limit)
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(err("job_bury_unknown_kinds"))
+}
+
+/// Age in seconds of the oldest open transaction in this database: a long-open
+/// snapshot stops vacuum and slows the claim.
+pub async fn oldest_transaction_age(conn: &mut PgConnection) -> Result<f64, Error> {
+    sqlx::query_scalar(
+        "select coalesce(extract(epoch from now() - min(xact_start))::float8, 0)
+         from pg_stat_activity where datname = current_database() and xact_start is not null",
+    )
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(err("oldest_transaction_age"))
+}
+
+/// What the self-vacuum duty should do for `lq.jobs`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, sqlx::FromRow)]
+pub struct VacuumNeed {
+    /// Autovacuum is off (server-wide or for the table) and dead rows piled up.
+    pub vacuum: bool,
+    /// The table was never analyzed though it holds rows: the claim's plan needs
+    /// statistics.
+    pub analyze: bool,
+}
+
+/// Whether `lq.jobs` needs a vacuum or an analyze that autovacuum will not do:
+/// only when autovacuum is disabled, and more than `min_dead` dead rows (or
+/// `dead_fraction` of the live ones) accumulated.
+pub async fn jobs_vacuum_need(
+    conn: &mut PgConnection,
+    min_dead: i64,
+    dead_fraction: f64,
+) -> Result<VacuumNeed, Error> {
+    sqlx::query_as(
+        "select
+             off and n_dead_tup > greatest($1, (n_live_tup * $2)::bigint) as vacuum,
+             coalesce(last_analyze, last_autoanalyze) is null and n_live_tup + n_mod_since_analyze > 1000
+                 and (off or n_mod_since_analyze > 1000) as analyze
+         from pg_stat_user_tables,
+              lateral (select current_setting('autovacuum') = 'off'
+                           or coalesce((select option_value = 'false' from pg_options_to_table(
+                                  (select reloptions from pg_class where oid = 'lq.jobs'::regclass))
+                              where option_name = 'autovacuum_enabled'), false) as off) s
+         where relid = 'lq.jobs'::regclass",
+    )
+    .bind(min_dead)
+    .bind(dead_fraction)
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(err("jobs_vacuum_need"))
+}
+
+/// Vacuums (and analyzes) `lq.jobs`, skipping it if another vacuum holds the table.
+pub async fn jobs_vacuum(conn: &mut PgConnection, vacuum: bool) -> Result<(), Error> {
+    let sql = if vacuum {
+        "vacuum (analyze, skip_locked) lq.jobs"
+    } else {
+        "analyze (skip_locked) lq.jobs"
+    };
+    sqlx::Executor::execute(&mut *conn, sql)
+        .await
+        .map_err(err("jobs_vacuum"))?;
+    Ok(())
+}

@@ -1,0 +1,71 @@
+//! Statements of the migration runner.
+
+use sqlx::PgConnection;
+
+use super::err;
+use crate::Error;
+
+/// Arbitrary constant key of the advisory lock that serialises migrations.
+const MIGRATION_LOCK_KEY: i64 = 0x6c71_6d69_6772; // "lqmigr"
+
+/// Takes the migration lock for the rest of the transaction and makes sure the
+/// schema and its version table exist.
+pub async fn lock(conn: &mut PgConnection) -> Result<(), Error> {
+    sqlx::query("select pg_advisory_xact_lock($1)")
+        .bind(MIGRATION_LOCK_KEY)
+        .execute(&mut *conn)
+        .await
+        .map_err(err("migration_lock"))?;
+    sqlx::raw_sql(
+        "create schema if not exists lq;
+         create table if not exists lq.schema_migrations (
+             version    integer primary key,
+             name       text not null,
+             applied_at timestamptz not null default now()
+         );",
+    )
+    .execute(&mut *conn)
+    .await
+    .map_err(err("migration_bootstrap"))?;
+    Ok(())
+}
+
+/// Highest applied version, inside the locked transaction.
+pub async fn current(conn: &mut PgConnection) -> Result<i32, Error> {
+    sqlx::query_scalar("select coalesce(max(version), 0) from lq.schema_migrations")
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(err("migration_current"))
+}
+
+/// Applies one migration and records it.
+pub async fn apply(
+    conn: &mut PgConnection,
+    version: i32,
+    name: &str,
+    sql: &str,
+) -> Result<(), Error> {
+    sqlx::raw_sql(sql)
+        .execute(&mut *conn)
+        .await
+        .map_err(err("migration_apply"))?;
+    sqlx::query("insert into lq.schema_migrations (version, name) values ($1, $2)")
+        .bind(version)
+        .bind(name)
+        .execute(&mut *conn)
+        .await
+        .map_err(err("migration_record"))?;
+    Ok(())
+}
+
+/// Applied version without taking the lock; 0 when the schema does not exist.
+pub async fn version(conn: &mut PgConnection) -> Result<i32, Error> {
+    let exists: bool = sqlx::query_scalar("select to_regclass('lq.schema_migrations') is not null")
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(err("migration_version"))?;
+    if !exists {
+        return Ok(0);
+    }
+    current(conn).await
+}

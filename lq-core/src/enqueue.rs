@@ -1,0 +1,237 @@
+//! Transactional enqueue: `job.enqueue(&mut tx)` and friends.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use crate::{
+    db::{self, enqueue::NewJob},
+    notify, validate_name, EnqueueTarget, Error, Job, MAX_PAYLOAD_BYTES,
+};
+
+/// Bound on each enqueue statement.
+const ENQUEUE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How often enqueue retries when the live job holding its unique key finished
+/// between the insert and the lookup.
+const UNIQUE_RACE_RETRIES: usize = 8;
+
+/// The result of an enqueue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Enqueued {
+    /// Id of the new job, or of the live job that already held the unique key.
+    pub id: i64,
+    /// True when `id` is an existing live job with the same unique key.
+    pub existing: bool,
+}
+
+/// The result of a bulk enqueue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BulkEnqueued {
+    /// Ids of the jobs inserted, ascending.
+    pub ids: Vec<i64>,
+    /// How many were skipped because a live job held their unique key.
+    pub skipped: usize,
+}
+
+/// Per-call overrides of a job type's settings.
+///
+/// ```
+/// use lq_core::EnqueueOptions;
+/// use std::time::Duration;
+/// let opts = EnqueueOptions::new().queue("urgent").priority(5).delay(Duration::from_secs(30));
+/// # let _ = opts;
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct EnqueueOptions {
+    queue: Option<String>,
+    priority: Option<i16>,
+    run_at: Option<DateTime<Utc>>,
+    delay: Option<Duration>,
+    max_attempts: Option<u32>,
+    notify: Option<bool>,
+}
+
+impl EnqueueOptions {
+    /// No overrides.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Enqueue on `queue` instead of the type's queue.
+    pub fn queue(mut self, queue: impl Into<String>) -> Self {
+        self.queue = Some(queue.into());
+        self
+    }
+
+    /// Use `priority` (larger runs first) instead of the type's.
+    pub fn priority(mut self, priority: i16) -> Self {
+        self.priority = Some(priority);
+        self
+    }
+
+    /// Run no earlier than `at` (wins over [`EnqueueOptions::delay`]).
+    pub fn run_at(mut self, at: DateTime<Utc>) -> Self {
+        self.run_at = Some(at);
+        self
+    }
+
+    /// Run no earlier than `delay` after the database's `now()`.
+    pub fn delay(mut self, delay: Duration) -> Self {
+        self.delay = Some(delay);
+        self
+    }
+
+    /// Allow `n` attempts instead of the type's `max_attempts`.
+    pub fn max_attempts(mut self, n: u32) -> Self {
+        self.max_attempts = Some(n);
+        self
+    }
+
+    /// Send (default) or skip the wake-up NOTIFY; without it, workers find the job
+    /// at their next poll.
+    pub fn notify(mut self, notify: bool) -> Self {
+        self.notify = Some(notify);
+        self
+    }
+
+    fn resolve<J: Job>(&self) -> Result<NewJob<'_>, Error> {
+        let queue = self.queue.as_deref().unwrap_or(J::OPTIONS.queue);
+        validate_name("queue", queue)?;
+        validate_name("kind", J::KIND)?;
+        let max_attempts = self
+            .max_attempts
+            .unwrap_or(J::OPTIONS.max_attempts)
+            .clamp(1, i32::MAX as u32);
+        Ok(NewJob {
+            kind: J::KIND,
+            queue,
+            priority: self.priority.unwrap_or(J::OPTIONS.priority),
+            run_at: self.run_at,
+            delay_secs: self.delay.map_or(0.0, |d| d.as_secs_f64()),
+            max_attempts: max_attempts as i32,
+            notify: self.notify.unwrap_or(true),
+        })
+    }
+}
+
+/// Serialises a payload, refusing one over [`MAX_PAYLOAD_BYTES`].
+fn payload_of<J: Job>(job: &J) -> Result<String, Error> {
+    let text = serde_json::to_string(job).map_err(|source| Error::Serialize {
+        kind: J::KIND,
+        source,
+    })?;
+    if text.len() > MAX_PAYLOAD_BYTES {
+        return Err(Error::PayloadTooLarge {
+            kind: J::KIND,
+            size: text.len(),
+            limit: MAX_PAYLOAD_BYTES,
+        });
+    }
+    Ok(text)
+}
+
+/// Inserts `job`; see [`Job::enqueue_with`].
+pub(crate) async fn enqueue<'c, J: Job, A>(
+    job: &J,
+    conn: A,
+    opts: &EnqueueOptions,
+) -> Result<Enqueued, Error>
+where
+    A: EnqueueTarget<'c>,
+{
+    let mut new = opts.resolve::<J>()?;
+    let payload = payload_of(job)?;
+    let key = job.unique_key();
+    let wake = Wake::plan(&conn, &mut new);
+    db::timed("job_insert", ENQUEUE_TIMEOUT, async {
+        let mut conn = conn.acquire().await.map_err(db::err("job_insert"))?;
+        for _ in 0..UNIQUE_RACE_RETRIES {
+            if let Some(id) =
+                db::enqueue::job_insert(&mut conn, &new, &payload, key.as_deref()).await?
+            {
+                wake.after_commit(new.queue);
+                return Ok(Enqueued {
+                    id,
+                    existing: false,
+                });
+            }
+            // The key is held by a live job (the insert waited for its writer to commit).
+            let key = key.as_deref().unwrap_or_default();
+            if let Some(id) = db::enqueue::job_find_live_by_key(&mut conn, key).await? {
+                return Ok(Enqueued { id, existing: true });
+            }
+            // It finished in between: try again.
+        }
+        Err(Error::UniqueKeyContended {
+            key: key.unwrap_or_default(),
+        })
+    })
+    .await
+}
+
+/// Inserts many jobs of one type in one statement; see [`Job::enqueue_many`].
+pub(crate) async fn enqueue_many<'c, J: Job, A>(
+    jobs: impl IntoIterator<Item = J>,
+    conn: A,
+    opts: &EnqueueOptions,
+) -> Result<BulkEnqueued, Error>
+where
+    A: EnqueueTarget<'c>,
+{
+    let mut new = opts.resolve::<J>()?;
+    let wake = Wake::plan(&conn, &mut new);
+    let mut payloads = Vec::new();
+    let mut keys = Vec::new();
+    for job in jobs {
+        payloads.push(payload_of(&job)?);
+        keys.push(job.unique_key());
+    }
+    if payloads.is_empty() {
+        return Ok(BulkEnqueued {
+            ids: Vec::new(),
+            skipped: 0,
+        });
+    }
+    let ids = db::timed("job_insert_many", ENQUEUE_TIMEOUT, async {
+        let mut conn = conn.acquire().await.map_err(db::err("job_insert_many"))?;
+        db::enqueue::job_insert_many(&mut conn, &new, &payloads, &keys).await
+    })
+    .await?;
+    if !ids.is_empty() {
+        wake.after_commit(new.queue);
+    }
+    Ok(BulkEnqueued {
+        skipped: payloads.len() - ids.len(),
+        ids,
+    })
+}
+
+/// How an enqueue wakes workers: a NOTIFY inside its statement (sent by PostgreSQL
+/// at commit), or, on a pool where the statement commits by itself, a coalesced
+/// NOTIFY after it returns (see `notify`).
+struct Wake {
+    pool: Option<sqlx::PgPool>,
+}
+
+impl Wake {
+    fn plan<'c, A: EnqueueTarget<'c>>(target: &A, new: &mut NewJob<'_>) -> Self {
+        // Only jobs due now need a wake-up; a delayed one is found by polling.
+        let due_now = new.notify && new.run_at.is_none() && new.delay_secs <= 0.0;
+        match target.autocommit_pool() {
+            Some(pool) if new.notify => {
+                new.notify = false;
+                Self {
+                    pool: due_now.then_some(pool),
+                }
+            }
+            _ => Self { pool: None },
+        }
+    }
+
+    fn after_commit(&self, queue: &str) {
+        if let Some(pool) = &self.pool {
+            notify::poke(pool, queue);
+        }
+    }
+}

@@ -1,0 +1,126 @@
+//! The error type of the producer side: enqueue, migrate, job control.
+
+use std::time::Duration;
+
+/// Everything that can go wrong outside a job's own `perform`.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A statement failed; `op` names it (for example `job_insert`).
+    #[error("database error in {op}")]
+    Database {
+        /// The statement that failed.
+        op: &'static str,
+        /// The driver's error.
+        #[source]
+        source: sqlx::Error,
+    },
+    /// A statement did not answer in time; the connection is dropped.
+    #[error("database call {op} timed out after {after:?}")]
+    Timeout {
+        /// The statement that timed out.
+        op: &'static str,
+        /// The limit it hit.
+        after: Duration,
+    },
+    /// The serialised payload is bigger than [`crate::MAX_PAYLOAD_BYTES`]; nothing was written.
+    #[error("payload of job kind {kind:?} is {size} bytes, over the {limit}-byte limit: store the data in a table and enqueue its id")]
+    PayloadTooLarge {
+        /// Job kind.
+        kind: &'static str,
+        /// Serialised size in bytes.
+        size: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// The payload could not be serialised to JSON.
+    #[error("payload of job kind {kind:?} does not serialise to JSON")]
+    Serialize {
+        /// Job kind.
+        kind: &'static str,
+        /// serde_json's error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A queue or kind name breaks the naming rule (1–128 of `A-Z a-z 0-9 _ - . :`).
+    #[error("invalid {what} name {name:?}: {reason}")]
+    InvalidName {
+        /// `"queue"` or `"kind"`.
+        what: &'static str,
+        /// The offending name.
+        name: String,
+        /// Which rule it breaks.
+        reason: &'static str,
+    },
+    /// Two linked types declare the same kind; the runtime refuses to start.
+    #[error("job kind {kind:?} is declared by two types, {first} and {second}: give one of them #[job(kind = \"...\")]")]
+    DuplicateKind {
+        /// The contested kind.
+        kind: &'static str,
+        /// One type.
+        first: &'static str,
+        /// The other type.
+        second: &'static str,
+    },
+    /// The `lq` schema is missing or older than this library.
+    #[error("the lq schema is at version {found}, this library needs {needed}: call lq_runtime::migrate(&pool) first")]
+    NotMigrated {
+        /// Version found in the database (0 when absent).
+        found: i32,
+        /// Version this library needs.
+        needed: i32,
+    },
+    /// The database holds a newer schema than this library knows.
+    #[error(
+        "the lq schema is at version {found}, newer than this library's {known}: upgrade litequeue"
+    )]
+    SchemaTooNew {
+        /// Version in the database.
+        found: i32,
+        /// Newest version this library knows.
+        known: i32,
+    },
+    /// The live job holding a unique key kept finishing between insert and lookup.
+    #[error("unique key {key:?} kept changing hands during enqueue; retry the enqueue")]
+    UniqueKeyContended {
+        /// The key.
+        key: String,
+    },
+    /// A cron expression or time zone that does not parse.
+    #[error("invalid cron schedule {expr:?}: {reason}")]
+    InvalidCron {
+        /// The expression.
+        expr: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// No job has this id.
+    #[error("job {id} does not exist")]
+    NotFound {
+        /// Job id.
+        id: i64,
+    },
+    /// A control call found the job in a state that does not allow it.
+    #[error("job {id} is {state}, so it cannot be {action}")]
+    WrongState {
+        /// Job id.
+        id: i64,
+        /// Its current state.
+        state: crate::JobState,
+        /// What was asked (`"cancelled"`, `"retried"`).
+        action: &'static str,
+    },
+    /// Retrying a job would create a second live job with its unique key.
+    #[error("job {id} cannot be retried: live job {holder} holds its unique key {key:?}")]
+    UniqueKeyHeld {
+        /// The job asked to be retried.
+        id: i64,
+        /// The live job holding the key.
+        holder: i64,
+        /// The key.
+        key: String,
+    },
+}
+
+/// Shorthand for results of this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

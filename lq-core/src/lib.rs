@@ -1,0 +1,64 @@
+//! # lq-core
+//!
+//! The producer side of [litequeue](https://example.invalid/litequeue): the [`Job`]
+//! trait and its derive, options and [`Backoff`], the [`JobError`] a handler returns,
+//! the link-time [`Registry`], transactional enqueue and job control.
+//!
+//! Applications usually depend on `lq-runtime`, which re-exports everything here;
+//! a service that only enqueues can depend on `lq-core` alone.
+//!
+//! ```no_run
+//! use lq_core::Job;
+//! use serde::{Deserialize, Serialize};
+//!
+//! #[derive(Serialize, Deserialize, Job)]
+//! #[job(queue = "emails", unique_key = "welcome:{user_id}")]
+//! struct SendWelcomeEmail { user_id: i64 }
+//!
+//! # async fn run(pool: sqlx::PgPool) -> Result<(), Box<dyn std::error::Error>> {
+//! let mut tx = pool.begin().await?;
+//! // ... business writes on &mut *tx ...
+//! let job = SendWelcomeEmail { user_id: 42 }.enqueue(&mut tx).await?;
+//! tx.commit().await?; // the job exists iff this commits
+//! println!("job {} (existing: {})", job.id, job.existing);
+//! # Ok(()) }
+//! ```
+
+extern crate self as lq_core;
+
+mod app_state;
+mod backoff;
+mod context;
+pub mod control;
+pub mod cron;
+#[doc(hidden)]
+pub mod db;
+mod enqueue;
+mod error;
+mod job;
+mod job_error;
+mod migrate;
+mod names;
+mod notify;
+mod perform;
+mod registry;
+mod state;
+mod target;
+
+#[doc(hidden)]
+pub mod __private;
+
+pub use app_state::AppState;
+pub use backoff::Backoff;
+pub use context::JobContext;
+pub use enqueue::{BulkEnqueued, EnqueueOptions, Enqueued};
+pub use error::{Error, Result};
+pub use job::{CatchUp, CronSpec, Job, JobOptions, DEFAULT_LEASE, MAX_PAYLOAD_BYTES};
+pub use job_error::{chain, BoxError, Failure, JobError};
+pub use lq_macros::Job;
+pub use migrate::{migrate, schema_version, SCHEMA_VERSION};
+pub use names::{validate_name, MAX_NAME_LEN};
+pub use perform::Perform;
+pub use registry::{JobDescriptor, PerformFn, Registry};
+pub use state::JobState;
+pub use target::EnqueueTarget;

@@ -1,0 +1,63 @@
+//! Applies the SQL files in `migrations/`, embedded at compile time.
+
+use sqlx::{Connection, PgPool};
+
+use crate::{db, Error};
+
+/// The schema version this library needs (the number of embedded migrations).
+pub const SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;
+
+/// The embedded migrations, in order; version n is `MIGRATIONS[n - 1]`.
+const MIGRATIONS: &[(&str, &str)] = &[
+    ("0001_jobs", include_str!("../../migrations/0001_jobs.sql")),
+    ("0002_cron", include_str!("../../migrations/0002_cron.sql")),
+];
+
+/// Creates or upgrades the `lq` schema. Idempotent, and safe when several processes
+/// call it at once: they serialise on an advisory lock and each migration runs in the
+/// same transaction as its version bump.
+///
+/// ```no_run
+/// # async fn f(pool: sqlx::PgPool) -> Result<(), lq_core::Error> {
+/// lq_core::migrate(&pool).await?;
+/// # Ok(()) }
+/// ```
+pub async fn migrate(pool: &PgPool) -> Result<(), Error> {
+    db::timed("migrate", MIGRATE_TIMEOUT, apply_all(pool)).await
+}
+
+/// Bound on a whole migration run, waiting for a concurrent migrator included.
+const MIGRATE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
+
+async fn apply_all(pool: &PgPool) -> Result<(), Error> {
+    let mut conn = pool.acquire().await.map_err(db::err("migrate"))?;
+    let mut tx = conn.begin().await.map_err(db::err("migrate"))?;
+    db::migration::lock(&mut tx).await?;
+    let found = db::migration::current(&mut tx).await?;
+    if found > SCHEMA_VERSION {
+        return Err(Error::SchemaTooNew {
+            found,
+            known: SCHEMA_VERSION,
+        });
+    }
+    for (index, (name, sql)) in MIGRATIONS.iter().enumerate().skip(found as usize) {
+        let version = index as i32 + 1;
+        tracing::info!(version, name, "applying litequeue migration");
+        db::migration::apply(&mut tx, version, name, sql).await?;
+    }
+    tx.commit().await.map_err(db::err("migrate"))?;
+    Ok(())
+}
+
+/// The schema version found in the database (0 when litequeue was never migrated).
+pub async fn schema_version(pool: &PgPool) -> Result<i32, Error> {
+    db::timed(
+        "schema_version",
+        std::time::Duration::from_secs(30),
+        async {
+            let mut conn = pool.acquire().await.map_err(db::err("schema_version"))?;
+            db::migration::version(&mut conn).await
+        },
+    )
+    .await
+}

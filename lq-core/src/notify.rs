@@ -1,0 +1,88 @@
+//! Coalesced wake-up NOTIFYs for autocommit enqueues.
+//!
+//! NOTIFY takes a database-wide lock at commit, so a burst of single-job enqueues
+//! that each sent one would serialise their commits. An enqueue on a `&PgPool`
+//! commits when its statement returns; it then pokes this notifier instead, which
+//! keeps at most one NOTIFY in flight per (database, queue) in this process and
+//! sends one more after it if anything was poked meanwhile. Every poke is followed
+//! by a NOTIFY that starts after it, so no enqueue waits for a poll. Enqueues in a
+//! transaction keep an in-transaction NOTIFY (PostgreSQL sends it at commit, once
+//! per queue per transaction).
+
+use std::{
+    collections::HashMap,
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc, Mutex, OnceLock,
+    },
+    time::Duration,
+};
+
+use sqlx::PgPool;
+
+use crate::db;
+
+/// Bound on one NOTIFY.
+const NOTIFY_TIMEOUT: Duration = Duration::from_secs(5);
+
+#[derive(Default)]
+struct Slot {
+    pending: AtomicBool,
+    sending: AtomicBool,
+}
+
+fn slots() -> &'static Mutex<HashMap<String, Arc<Slot>>> {
+    static SLOTS: OnceLock<Mutex<HashMap<String, Arc<Slot>>>> = OnceLock::new();
+    SLOTS.get_or_init(Default::default)
+}
+
+/// Asks for a wake-up NOTIFY on `queue` after a committed autocommit enqueue.
+pub(crate) fn poke(pool: &PgPool, queue: &str) {
+    let opts = pool.connect_options();
+    let key = format!(
+        "{}:{}/{}/{queue}",
+        opts.get_host(),
+        opts.get_port(),
+        opts.get_database().unwrap_or("")
+    );
+    let slot = {
+        let mut map = slots().lock().unwrap_or_else(|e| e.into_inner());
+        map.entry(key).or_default().clone()
+    };
+    slot.pending.store(true, Ordering::SeqCst);
+    if slot
+        .sending
+        .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
+        .is_ok()
+    {
+        tokio::spawn(send_while_pending(pool.clone(), queue.to_owned(), slot));
+    }
+}
+
+async fn send_while_pending(pool: PgPool, queue: String, slot: Arc<Slot>) {
+    loop {
+        if slot.pending.swap(false, Ordering::SeqCst) {
+            let sent = db::timed(
+                "queue_notify",
+                NOTIFY_TIMEOUT,
+                db::enqueue::queue_notify(&pool, &queue),
+            )
+            .await;
+            if let Err(e) = sent {
+                // Only a hint: workers poll anyway.
+                tracing::debug!(queue, error = %crate::chain(&e), "wake-up NOTIFY failed");
+            }
+            continue;
+        }
+        slot.sending.store(false, Ordering::SeqCst);
+        // A poke may have landed between the swap and the store: take it over.
+        if !(slot.pending.load(Ordering::SeqCst)
+            && slot
+                .sending
+                .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok())
+        {
+            return;
+        }
+    }
+}

@@ -1,0 +1,182 @@
+//! `cron`, `cron_tz` and `cron_catch_up`: a recurring schedule checked at compile time.
+
+use std::str::FromStr as _;
+
+use croner::parser::{CronParser, Seconds, Year};
+use syn::LitStr;
+
+use crate::diag::closest;
+
+/// The missed-tick policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CatchUp {
+    /// `"once"`: one run for the whole missed window (default).
+    Once,
+    /// `"skip"`: drop missed ticks.
+    Skip,
+}
+
+/// A validated schedule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Schedule {
+    /// The expression as written.
+    pub(crate) expr: String,
+    /// IANA zone name.
+    pub(crate) tz: String,
+    /// Missed-tick policy.
+    pub(crate) catch_up: CatchUp,
+}
+
+/// Checks a cron expression: 5 fields, or 6 with leading seconds (or an `@daily`-style
+/// nickname), parsed by `croner`, as the runtime parses it.
+pub(crate) fn check_expr(lit: &LitStr) -> syn::Result<String> {
+    let expr = lit.value();
+    let fields = expr.split_whitespace().count();
+    let err = |message: String| syn::Error::new(lit.span(), message);
+    if !expr.trim_start().starts_with('@') && !(5..=6).contains(&fields) {
+        return Err(err(format!(
+            "invalid cron expression {expr:?}: it has {fields} field{}; write 5 fields \
+             (minute hour day-of-month month day-of-week, like \"*/5 * * * *\") or 6 with \
+             leading seconds (like \"0 */5 * * * *\")",
+            if fields == 1 { "" } else { "s" }
+        )));
+    }
+    let parser = CronParser::builder()
+        .seconds(Seconds::Optional)
+        .year(Year::Disallowed)
+        .build();
+    match parser.parse(&expr) {
+        Ok(_) => Ok(expr),
+        Err(e) => {
+            let field = culprit(&parser, &expr)
+                .map(|(name, value)| format!("the {name} field `{value}` is invalid: "))
+                .unwrap_or_default();
+            Err(err(format!(
+                "invalid cron expression {expr:?}: {field}{} (5 fields: minute hour \
+                 day-of-month month day-of-week, like \"*/5 * * * *\"; or 6 with leading \
+                 seconds)",
+                e.to_string().trim_end_matches('.')
+            )))
+        }
+    }
+}
+
+/// The first field that fails on its own, every other field replaced by `*`.
+fn culprit<'a>(parser: &CronParser, expr: &'a str) -> Option<(&'static str, &'a str)> {
+    const NAMES: [&str; 6] = [
+        "second",
+        "minute",
+        "hour",
+        "day-of-month",
+        "month",
+        "day-of-week",
+    ];
+    let fields: Vec<&str> = expr.split_whitespace().collect();
+    if expr.trim_start().starts_with('@') || !(5..=6).contains(&fields.len()) {
+        return None;
+    }
+    let names = &NAMES[NAMES.len() - fields.len()..];
+    (0..fields.len()).find_map(|i| {
+        let alone: Vec<&str> = (0..fields.len())
+            .map(|j| if i == j { fields[j] } else { "*" })
+            .collect();
+        parser
+            .parse(&alone.join(" "))
+            .is_err()
+            .then(|| (names[i], fields[i]))
+    })
+}
+
+/// Checks an IANA time zone name.
+pub(crate) fn check_tz(lit: &LitStr) -> syn::Result<String> {
+    let tz = lit.value();
+    if chrono_tz::Tz::from_str(&tz).is_ok() {
+        return Ok(tz);
+    }
+    let hint = closest(&tz, chrono_tz::TZ_VARIANTS.iter().map(|z| z.name()))
+        .map(|z| format!("did you mean \"{z}\"? "))
+        .unwrap_or_default();
+    Err(syn::Error::new(
+        lit.span(),
+        format!(
+            "unknown time zone {tz:?}: {hint}use an IANA name such as \"UTC\", \
+             \"Europe/Paris\" or \"America/New_York\""
+        ),
+    ))
+}
+
+/// Reads `"once"` or `"skip"`.
+pub(crate) fn check_catch_up(lit: &LitStr) -> syn::Result<CatchUp> {
+    match lit.value().as_str() {
+        "once" => Ok(CatchUp::Once),
+        "skip" => Ok(CatchUp::Skip),
+        other => Err(syn::Error::new(
+            lit.span(),
+            format!(
+                "unknown `cron_catch_up` {other:?}: use \"once\" (run once for ticks missed \
+                 while no runtime ran) or \"skip\" (drop them)"
+            ),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use syn::parse_quote;
+
+    fn expr(s: LitStr) -> Result<String, String> {
+        check_expr(&s).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn accepts_five_and_six_fields_and_nicknames() {
+        assert!(expr(parse_quote!("*/5 * * * *")).is_ok());
+        assert!(expr(parse_quote!("30 0 3 * * MON-FRI")).is_ok());
+        assert!(expr(parse_quote!("@daily")).is_ok());
+    }
+
+    #[test]
+    fn rejects_bad_expressions() {
+        let e = expr(parse_quote!("* * * *")).unwrap_err();
+        assert!(
+            e.starts_with("invalid cron expression \"* * * *\": it has 4 fields;"),
+            "{e}"
+        );
+        assert!(expr(parse_quote!("* * * * * * 2030")).is_err());
+        let e = expr(parse_quote!("*/5 * * 13 *")).unwrap_err();
+        assert!(
+            e.starts_with(
+                "invalid cron expression \"*/5 * * 13 *\": the month field `13` is invalid: "
+            ),
+            "{e}"
+        );
+        let e = expr(parse_quote!("0 0 61 * * *")).unwrap_err();
+        assert!(e.contains(": the hour field `61` is invalid: "), "{e}");
+        let e = expr(parse_quote!("@daily 1 2 3 4 5 6 7")).unwrap_err();
+        assert!(
+            e.starts_with("invalid cron expression \"@daily 1 2 3 4 5 6 7\": "),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn checks_time_zones_and_catch_up() {
+        assert_eq!(
+            check_tz(&parse_quote!("Europe/Paris")).unwrap(),
+            "Europe/Paris"
+        );
+        let e = check_tz(&parse_quote!("Europe/Pariss"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("unknown time zone \"Europe/Pariss\": did you mean \"Europe/Paris\"?"),
+            "{e}"
+        );
+        assert_eq!(
+            check_catch_up(&parse_quote!("skip")).unwrap(),
+            CatchUp::Skip
+        );
+        assert!(check_catch_up(&parse_quote!("all")).is_err());
+    }
+}

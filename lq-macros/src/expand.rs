@@ -1,0 +1,262 @@
+//! Emits the `impl Job`, the compile-time assertions and the `inventory` registration.
+
+use proc_macro2::{Literal, TokenStream};
+use quote::{quote, quote_spanned};
+
+use crate::backoff::BackoffSpec;
+use crate::cron::CatchUp;
+use crate::duration;
+use crate::valid::JobSpec;
+
+/// The whole expansion for `spec`, reaching litequeue through `krate`.
+///
+/// The options live in one local constant that both the impl and the registration
+/// use, so a type that fails the `Job` supertraits (not serde) gets only those
+/// errors, not a second set from projections like `<T as Job>::KIND`.
+pub(crate) fn expand(spec: &JobSpec, krate: &TokenStream) -> TokenStream {
+    let ty = &spec.ident;
+    let kind = &spec.kind;
+    let options = options(spec);
+    let unique_key = unique_key(spec);
+    let type_name = format!("::{}", syn::ext::IdentExt::unraw(ty));
+    let cron = spec.cron.as_ref().map(|_| cron_payload(ty));
+    quote! {
+        const _: () = {
+            use #krate as __lq;
+
+            const __LQ_OPTIONS: __lq::JobOptions = #options;
+
+            #[automatically_derived]
+            impl __lq::Job for #ty {
+                const KIND: &'static str = #kind;
+                const OPTIONS: __lq::JobOptions = __LQ_OPTIONS;
+                #unique_key
+            }
+
+            #cron
+
+            fn __lq_handler() -> ::core::option::Option<__lq::PerformFn> {
+                #[allow(unused_imports)]
+                use __lq::__private::{NoPerform as _, ViaPerform as _};
+                (&__lq::__private::Probe::<#ty>::new()).handler()
+            }
+
+            __lq::__private::inventory::submit! {
+                __lq::JobDescriptor {
+                    kind: #kind,
+                    type_name: ::core::concat!(::core::module_path!(), #type_name),
+                    options: &__LQ_OPTIONS,
+                    handler: __lq_handler,
+                }
+            }
+        };
+    }
+}
+
+/// The `Default` assertion and `__lq_cron_payload`, the `CronSpec::build` of a cron job.
+///
+/// The payload function picks `default_payload::<T>` by autoref specialisation, so
+/// a type without `Default` reports only the readable `assert_cron_default` error
+/// (spanned at the type's name) instead of a second, raw `Default` bound error.
+fn cron_payload(ty: &syn::Ident) -> TokenStream {
+    let assert = quote_spanned!(ty.span()=>
+        const _: () = __lq::__private::assert_cron_default::<#ty>();
+    );
+    quote! {
+        #assert
+
+        fn __lq_cron_payload() -> __lq::__private::serde_json::Value {
+            trait ViaDefault {
+                fn payload(&self) -> __lq::__private::serde_json::Value;
+            }
+            impl<T: __lq::Job + ::core::default::Default> ViaDefault for __lq::__private::Probe<T> {
+                fn payload(&self) -> __lq::__private::serde_json::Value {
+                    __lq::__private::default_payload::<T>()
+                }
+            }
+            trait NoDefault {
+                fn payload(&self) -> __lq::__private::serde_json::Value;
+            }
+            impl<T> NoDefault for &__lq::__private::Probe<T> {
+                fn payload(&self) -> __lq::__private::serde_json::Value {
+                    __lq::__private::serde_json::Value::Null
+                }
+            }
+            (&__lq::__private::Probe::<#ty>::new()).payload()
+        }
+    }
+}
+
+/// The `JobOptions` constant.
+fn options(spec: &JobSpec) -> TokenStream {
+    let queue = &spec.queue;
+    let priority = spec.priority;
+    let max_attempts = spec.max_attempts;
+    let backoff = backoff(&spec.backoff);
+    let timeout = match spec.timeout {
+        Some(d) => {
+            let d = duration::tokens(d);
+            quote!(::core::option::Option::Some(#d))
+        }
+        None => quote!(::core::option::Option::None),
+    };
+    let lease = match spec.lease {
+        Some(d) => duration::tokens(d),
+        None => quote!(__lq::DEFAULT_LEASE),
+    };
+    let cron = match &spec.cron {
+        Some(s) => {
+            let (expr, tz) = (&s.expr, &s.tz);
+            let catch_up = match s.catch_up {
+                CatchUp::Once => quote!(__lq::CatchUp::Once),
+                CatchUp::Skip => quote!(__lq::CatchUp::Skip),
+            };
+            quote!(::core::option::Option::Some(__lq::CronSpec {
+                expr: #expr,
+                tz: #tz,
+                catch_up: #catch_up,
+                build: __lq_cron_payload,
+            }))
+        }
+        None => quote!(::core::option::Option::None),
+    };
+    quote! {
+        __lq::JobOptions {
+            queue: #queue,
+            priority: #priority,
+            max_attempts: #max_attempts,
+            backoff: #backoff,
+            timeout: #timeout,
+            lease: #lease,
+            cron: #cron,
+        }
+    }
+}
+
+/// The `Backoff` value.
+fn backoff(spec: &BackoffSpec) -> TokenStream {
+    match spec {
+        BackoffSpec::Default => quote!(__lq::Backoff::DEFAULT),
+        BackoffSpec::Exponential { base, max, jitter } => {
+            let (base, max) = (duration::tokens(*base), duration::tokens(*max));
+            let jitter = Literal::f64_unsuffixed(*jitter);
+            quote!(__lq::Backoff::Exponential { base: #base, max: #max, jitter: #jitter })
+        }
+        BackoffSpec::Fixed(d) => {
+            let d = duration::tokens(*d);
+            quote!(__lq::Backoff::Fixed(#d))
+        }
+        BackoffSpec::Linear { step, max } => {
+            let (step, max) = (duration::tokens(*step), duration::tokens(*max));
+            quote!(__lq::Backoff::Linear { step: #step, max: #max })
+        }
+        BackoffSpec::Custom(path) => quote!(__lq::Backoff::Custom(#path)),
+    }
+}
+
+/// `fn unique_key`, when a template was given.
+fn unique_key(spec: &JobSpec) -> Option<TokenStream> {
+    let template = spec.unique_key.as_ref()?;
+    let span = template.lit.span();
+    let body = if template.members.is_empty() {
+        // Braces were unescaped for `format!`; a constant key needs them back as text.
+        let text = template.format.replace("{{", "{").replace("}}", "}");
+        quote!(::std::string::String::from(#text))
+    } else {
+        let format = Literal::string(&template.format);
+        let args = template
+            .members
+            .iter()
+            .map(|m| quote_spanned!(span=> self.#m));
+        quote_spanned!(span=> ::std::format!(#format, #(#args),*))
+    };
+    Some(quote! {
+        fn unique_key(&self) -> ::core::option::Option<::std::string::String> {
+            ::core::option::Option::Some(#body)
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{ast::Input, attr::Entries, valid};
+    use syn::{parse_quote, DeriveInput};
+
+    fn expand_str(input: DeriveInput) -> String {
+        let ast = Input::from_derive(&input).unwrap();
+        let spec = valid::validate(&ast, Entries::from_attrs(&input.attrs).unwrap()).unwrap();
+        expand(&spec, &quote!(::lq_runtime)).to_string()
+    }
+
+    #[test]
+    fn emits_options_and_registration() {
+        let out = expand_str(parse_quote! {
+            #[job(queue = "emails", priority = 10, max_attempts = 5,
+                  backoff = exponential(base = "2s", max = "1h", jitter = 0.1))]
+            struct SendWelcomeEmail { user_id: i64 }
+        });
+        assert!(out.contains("use :: lq_runtime as __lq ;"), "{out}");
+        assert!(
+            out.contains("const KIND : & 'static str = \"SendWelcomeEmail\" ;"),
+            "{out}"
+        );
+        assert!(
+            out.contains("queue : \"emails\" , priority : 10i16 , max_attempts : 5u32"),
+            "{out}"
+        );
+        assert!(out.contains(
+            "__lq :: Backoff :: Exponential { base : :: core :: time :: Duration :: from_millis (2000u64) , \
+             max : :: core :: time :: Duration :: from_millis (3600000u64) , jitter : 0.1 }"
+        ), "{out}");
+        assert!(
+            out.contains(
+                "lease : __lq :: DEFAULT_LEASE , cron : :: core :: option :: Option :: None"
+            ),
+            "{out}"
+        );
+        assert!(
+            !out.contains("assert_cron_default") && !out.contains("fn unique_key"),
+            "{out}"
+        );
+        assert!(out.contains("kind : \"SendWelcomeEmail\" ,"), "{out}");
+        assert!(out.contains("options : & __LQ_OPTIONS"), "{out}");
+        assert!(out.contains("inventory :: submit !"), "{out}");
+        assert!(out.contains("\"::SendWelcomeEmail\""), "{out}");
+    }
+
+    #[test]
+    fn emits_unique_key_and_cron() {
+        let out = expand_str(parse_quote! {
+            #[job(unique_key = "{{x}}:{0}", cron = "@hourly", backoff = my::slow)]
+            struct T(u32);
+        });
+        assert!(
+            out.contains(":: std :: format ! (\"{{x}}:{}\" , self . 0)"),
+            "{out}"
+        );
+        assert!(
+            out.contains("expr : \"@hourly\" , tz : \"UTC\" , catch_up : __lq :: CatchUp :: Once"),
+            "{out}"
+        );
+        assert!(out.contains("build : __lq_cron_payload"), "{out}");
+        assert!(out.contains("default_payload :: < T > ()"), "{out}");
+        assert!(out.contains("assert_cron_default :: < T >"), "{out}");
+        assert!(
+            out.contains("__lq :: Backoff :: Custom (my :: slow)"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn constant_unique_key_needs_no_format() {
+        let out = expand_str(parse_quote!(
+            #[job(unique_key = "only-one{{}}")]
+            struct A;
+        ));
+        assert!(
+            out.contains(":: std :: string :: String :: from (\"only-one{}\")"),
+            "{out}"
+        );
+    }
+}

@@ -1,0 +1,225 @@
+//! The `unique_key` template: literal text with `{field}` placeholders.
+//!
+//! `{name}` names a field, `{0}` a tuple field, `{{` and `}}` are literal braces.
+
+use syn::ext::IdentExt as _;
+use syn::{Index, LitStr, Member};
+
+use crate::ast::Fields;
+use crate::diag::{backticked, did_you_mean};
+
+/// One piece of a template.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Piece {
+    /// Literal text, braces unescaped.
+    Text(String),
+    /// A placeholder's field name or index, as written.
+    Field(String),
+}
+
+/// Splits `text` into pieces; the error says what to write instead.
+pub(crate) fn parse(text: &str) -> Result<Vec<Piece>, String> {
+    let mut pieces = Vec::new();
+    let mut literal = String::new();
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '{' if chars.peek() == Some(&'{') => {
+                chars.next();
+                literal.push('{');
+            }
+            '}' if chars.peek() == Some(&'}') => {
+                chars.next();
+                literal.push('}');
+            }
+            '}' => {
+                return Err("unmatched `}` in `unique_key`: write `}}` for a literal brace".into())
+            }
+            '{' => {
+                let mut name = String::new();
+                loop {
+                    match chars.next() {
+                        Some('}') => break,
+                        Some(c) => name.push(c),
+                        None => {
+                            return Err("unclosed `{` in `unique_key`: close the placeholder \
+                                        (`{field}`), or write `{{` for a literal brace"
+                                .into())
+                        }
+                    }
+                }
+                check_placeholder(&name)?;
+                if !literal.is_empty() {
+                    pieces.push(Piece::Text(std::mem::take(&mut literal)));
+                }
+                pieces.push(Piece::Field(name));
+            }
+            c => literal.push(c),
+        }
+    }
+    if !literal.is_empty() {
+        pieces.push(Piece::Text(literal));
+    }
+    Ok(pieces)
+}
+
+fn check_placeholder(name: &str) -> Result<(), String> {
+    if name.trim().is_empty() {
+        return Err(
+            "empty `{}` in `unique_key`: name a field, like `{order_id}` (or `{0}` in a \
+                    tuple struct)"
+                .into(),
+        );
+    }
+    if let Some((field, _)) = name.split_once(':') {
+        return Err(format!(
+            "format specs are not supported in `unique_key`: write `{{{}}}`; the field is \
+             formatted with `Display`",
+            field.trim()
+        ));
+    }
+    if name != name.trim() || name.contains(char::is_whitespace) {
+        return Err(format!(
+            "remove the spaces in `{{{name}}}`: write `{{{}}}`",
+            name.trim()
+        ));
+    }
+    Ok(())
+}
+
+/// A template checked against the struct's fields, ready to expand.
+#[derive(Debug, Clone)]
+pub(crate) struct Template {
+    /// A `format!` string: literal text with braces escaped and `{}` per field.
+    pub(crate) format: String,
+    /// The fields, in placeholder order, spanned at the attribute's literal.
+    pub(crate) members: Vec<Member>,
+    /// The literal the template was written as.
+    pub(crate) lit: LitStr,
+}
+
+/// Parses `lit` and resolves each placeholder against the fields of type `ty`.
+pub(crate) fn resolve(lit: &LitStr, ty: &str, fields: &Fields) -> syn::Result<Template> {
+    let err = |message: String| syn::Error::new(lit.span(), message);
+    let mut format = String::new();
+    let mut members = Vec::new();
+    for piece in parse(&lit.value()).map_err(err)? {
+        match piece {
+            Piece::Text(text) => format.push_str(&text.replace('{', "{{").replace('}', "}}")),
+            Piece::Field(name) => {
+                format.push_str("{}");
+                members.push(member(&name, ty, fields, lit).map_err(err)?);
+            }
+        }
+    }
+    Ok(Template {
+        format,
+        members,
+        lit: lit.clone(),
+    })
+}
+
+fn member(name: &str, ty: &str, fields: &Fields, lit: &LitStr) -> Result<Member, String> {
+    let names = fields.names();
+    match fields {
+        Fields::Named(idents) => {
+            if let Some(ident) = idents.iter().find(|i| i.unraw() == name) {
+                let mut ident = ident.clone();
+                ident.set_span(lit.span());
+                return Ok(Member::Named(ident));
+            }
+        }
+        Fields::Unnamed(_) => {
+            if let Some(index) = names.iter().position(|n| n == name) {
+                return Ok(Member::Unnamed(Index {
+                    index: index as u32,
+                    span: lit.span(),
+                }));
+            }
+        }
+        Fields::Unit => {}
+    }
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let known = match fields {
+        Fields::Unit => format!(
+            "`{ty}` has no fields; a key without placeholders (like \"{}\") allows one live job",
+            ty.to_lowercase()
+        ),
+        Fields::Unnamed(_) => format!(
+            "`{ty}` is a tuple struct: name its fields by position, {}",
+            backticked(names.iter().copied())
+        ),
+        Fields::Named(_) => format!("`{ty}` has fields {}", backticked(names.iter().copied())),
+    };
+    Err(format!(
+        "unknown field `{name}` in `unique_key`: {}{known}",
+        did_you_mean(name, names.iter().copied())
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use syn::parse_quote;
+
+    use Piece::{Field, Text};
+
+    #[test]
+    fn splits_text_and_fields() {
+        assert_eq!(
+            parse("order:{order_id}"),
+            Ok(vec![Text("order:".into()), Field("order_id".into())])
+        );
+        assert_eq!(
+            parse("{a}{b}"),
+            Ok(vec![Field("a".into()), Field("b".into())])
+        );
+        assert_eq!(
+            parse("{{x}}-{0}"),
+            Ok(vec![Text("{x}-".into()), Field("0".into())])
+        );
+        assert_eq!(parse(""), Ok(vec![]));
+    }
+
+    #[test]
+    fn explains_malformed_templates() {
+        assert!(parse("a{b").unwrap_err().starts_with("unclosed `{`"));
+        assert!(parse("a}b").unwrap_err().starts_with("unmatched `}`"));
+        assert!(parse("a{}").unwrap_err().starts_with("empty `{}`"));
+        assert!(parse("{id:?}").unwrap_err().contains("write `{id}`"));
+        assert!(parse("{ id }").unwrap_err().contains("write `{id}`"));
+    }
+
+    #[test]
+    fn resolves_named_and_tuple_fields() {
+        let named = Fields::Named(vec![parse_quote!(order_id), parse_quote!(r#type)]);
+        let t = resolve(&parse_quote!("o:{order_id}/{type}/{{}}"), "O", &named).unwrap();
+        assert_eq!(t.format, "o:{}/{}/{{}}");
+        let members: Vec<Member> = vec![parse_quote!(order_id), parse_quote!(r#type)];
+        assert_eq!(t.members, members);
+        let t = resolve(&parse_quote!("{1}-{0}"), "T", &Fields::Unnamed(2)).unwrap();
+        assert_eq!(
+            t.members,
+            vec![parse_quote!(1), parse_quote!(0)] as Vec<Member>
+        );
+    }
+
+    #[test]
+    fn unknown_fields_list_the_real_ones() {
+        let named = Fields::Named(vec![parse_quote!(order_id), parse_quote!(customer)]);
+        let e = resolve(&parse_quote!("o:{ordr_id}"), "PlaceOrder", &named).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "unknown field `ordr_id` in `unique_key`: did you mean `order_id`? `PlaceOrder` has \
+             fields `order_id`, `customer`"
+        );
+        let e = resolve(&parse_quote!("{2}"), "T", &Fields::Unnamed(2)).unwrap_err();
+        assert!(
+            e.to_string()
+                .ends_with("name its fields by position, `0`, `1`"),
+            "{e}"
+        );
+        let e = resolve(&parse_quote!("{x}"), "Nightly", &Fields::Unit).unwrap_err();
+        assert!(e.to_string().contains("`Nightly` has no fields"), "{e}");
+    }
+}

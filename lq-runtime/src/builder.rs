@@ -1,0 +1,164 @@
+//! [`RuntimeBuilder`]: queues, shared state and settings, then `start()`.
+
+use std::{collections::HashMap, sync::Arc, time::Duration};
+
+use lq_core::{validate_name, AppState, Registry};
+use sqlx::{postgres::PgPoolOptions, PgPool};
+use tokio::sync::{mpsc, Notify};
+use tokio_util::{sync::CancellationToken, task::TaskTracker};
+
+use crate::{scheduler, shared::Shared, stats::Stats, Error, Runtime, RuntimeConfig};
+
+/// Configures a [`Runtime`]; made by [`Runtime::builder`].
+///
+/// ```no_run
+/// # async fn f(pool: sqlx::PgPool) -> Result<(), lq_runtime::Error> {
+/// use lq_runtime::Runtime;
+/// use std::time::Duration;
+/// let runtime = Runtime::builder(pool)
+///     .queue("default", 10)
+///     .queue("emails", 4)
+///     .state(String::from("shared config"))
+///     .shutdown_grace(Duration::from_secs(10))
+///     .start()
+///     .await?;
+/// runtime.shutdown().await?;
+/// # Ok(()) }
+/// ```
+#[must_use = "call .start().await to run the runtime"]
+pub struct RuntimeBuilder {
+    pool: PgPool,
+    queues: Vec<(String, usize)>,
+    state: AppState,
+    config: RuntimeConfig,
+}
+
+impl RuntimeBuilder {
+    pub(crate) fn new(pool: PgPool) -> Self {
+        Self {
+            pool,
+            queues: Vec::new(),
+            state: AppState::default(),
+            config: RuntimeConfig::default(),
+        }
+    }
+
+    /// Serves `queue`, running at most `concurrency` of its jobs at once. Calling it
+    /// again for the same queue replaces the concurrency.
+    pub fn queue(mut self, queue: impl Into<String>, concurrency: usize) -> Self {
+        let queue = queue.into();
+        self.queues.retain(|(q, _)| *q != queue);
+        self.queues.push((queue, concurrency));
+        self
+    }
+
+    /// Shares `value` with every job through `ctx.state::<T>()`.
+    pub fn state<T: Send + Sync + 'static>(mut self, value: T) -> Self {
+        self.state.insert(value);
+        self
+    }
+
+    /// Replaces every setting at once.
+    pub fn config(mut self, config: RuntimeConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// How long `shutdown()` waits for running jobs (default 30 s).
+    pub fn shutdown_grace(mut self, grace: Duration) -> Self {
+        self.config.shutdown_grace = grace;
+        self
+    }
+
+    /// Poll interval when no NOTIFY arrives (default 1 s).
+    pub fn poll_interval(mut self, every: Duration) -> Self {
+        self.config.poll_interval = every;
+        self
+    }
+
+    /// Checks the setup and starts claiming.
+    ///
+    /// Fails when two linked types declare one kind (naming both), when no type
+    /// implements `Perform`, when a queue name is malformed or has no slots, or
+    /// when the schema is not migrated.
+    pub async fn start(self) -> Result<Runtime, Error> {
+        let registry = Registry::collect()?;
+        if self.queues.is_empty() {
+            return Err(Error::NoQueues);
+        }
+        for (queue, slots) in &self.queues {
+            validate_name("queue", queue)?;
+            if *slots == 0 {
+                return Err(Error::ZeroConcurrency {
+                    queue: queue.clone(),
+                });
+            }
+        }
+        let runnable: Vec<_> = registry
+            .iter()
+            .filter(|d| (d.handler)().is_some())
+            .collect();
+        if runnable.is_empty() {
+            return Err(Error::NoHandlers);
+        }
+        let served: Vec<String> = self.queues.iter().map(|(q, _)| q.clone()).collect();
+        let cron_jobs = scheduler::cron_jobs(&served, &runnable)?;
+        check_schema(&self.pool, self.config.db_timeout).await?;
+
+        let (completions, completed_rx) = mpsc::channel(self.config.max_complete_batch.max(1) * 4);
+        let wakers: HashMap<String, Arc<Notify>> = self
+            .queues
+            .iter()
+            .map(|(q, _)| (q.clone(), Arc::new(Notify::new())))
+            .collect();
+        let size = self
+            .config
+            .pool_size
+            .unwrap_or(2 * self.queues.len() as u32 + 4);
+        let pool = PgPoolOptions::new()
+            .max_connections(size.max(2))
+            .test_before_acquire(false)
+            .acquire_timeout(self.config.db_timeout)
+            .connect_lazy_with(self.pool.connect_options().as_ref().clone());
+        let shared = Arc::new(Shared {
+            pool,
+            config: self.config,
+            kinds: runnable.iter().map(|d| d.kind.to_owned()).collect(),
+            lease_secs: runnable
+                .iter()
+                .map(|d| d.options.lease.as_secs_f64())
+                .collect(),
+            registry,
+            state: self.state,
+            stats: Arc::new(Stats::default()),
+            inflight: Default::default(),
+            wakers,
+            stopping: CancellationToken::new(),
+            hard_stop: CancellationToken::new(),
+            executors: TaskTracker::new(),
+            completions,
+        });
+        Ok(Runtime::launch(
+            shared,
+            self.queues,
+            completed_rx,
+            cron_jobs,
+        ))
+    }
+}
+
+async fn check_schema(pool: &PgPool, timeout: Duration) -> Result<(), lq_core::Error> {
+    let found =
+        lq_core::db::timed("schema_version", timeout, lq_core::schema_version(pool)).await?;
+    match found.cmp(&lq_core::SCHEMA_VERSION) {
+        std::cmp::Ordering::Less => Err(lq_core::Error::NotMigrated {
+            found,
+            needed: lq_core::SCHEMA_VERSION,
+        }),
+        std::cmp::Ordering::Greater => Err(lq_core::Error::SchemaTooNew {
+            found,
+            known: lq_core::SCHEMA_VERSION,
+        }),
+        std::cmp::Ordering::Equal => Ok(()),
+    }
+}

@@ -1,0 +1,94 @@
+//! The completer: acknowledges successes in batches, one fenced statement per batch.
+
+use std::sync::Arc;
+
+use lq_core::{chain, db};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tracing::warn;
+use uuid::Uuid;
+
+use crate::{shared::retry_delay, shared::Shared, slots::Slot, stats::Stats};
+
+/// A job whose `perform` returned `Ok`, waiting to be marked succeeded. It keeps
+/// its lease slot until the write lands, so a queue never holds more than twice
+/// its concurrency of leased jobs.
+#[derive(Debug)]
+pub(crate) struct Completion {
+    pub id: i64,
+    pub token: Uuid,
+    /// Held only for its drop, which frees the slot.
+    pub _slot: Slot,
+}
+
+/// Drains `rx` until every sender is gone, writing whatever has accumulated while
+/// the previous statement ran: batches grow with load and latency stays one round
+/// trip when idle.
+///
+/// `stop` fires once every job task has finished: what is left in the channel is
+/// written, then the completer returns.
+pub(crate) async fn run(
+    shared: Arc<Shared>,
+    mut rx: mpsc::Receiver<Completion>,
+    stop: CancellationToken,
+) {
+    let max = shared.config.max_complete_batch.max(1);
+    let mut batch = Vec::with_capacity(max);
+    loop {
+        let got = tokio::select! {
+            n = rx.recv_many(&mut batch, max) => n,
+            _ = stop.cancelled() => {
+                while let Ok(c) = rx.try_recv() {
+                    batch.push(c);
+                }
+                for chunk in batch.chunks(max) {
+                    write(&shared, chunk).await;
+                }
+                return;
+            }
+        };
+        if got == 0 {
+            return; // every sender is gone
+        }
+        write(&shared, &batch).await;
+        batch.clear(); // frees the slots
+    }
+}
+
+async fn write(shared: &Shared, batch: &[Completion]) {
+    let ids: Vec<i64> = batch.iter().map(|c| c.id).collect();
+    let tokens: Vec<Uuid> = batch.iter().map(|c| c.token).collect();
+    let mut failures = 0u32;
+    let done = loop {
+        let r = shared
+            .with_conn("job_complete_many", |mut conn| {
+                let (ids, tokens) = (&ids, &tokens);
+                async move { db::finish::job_complete_many(&mut conn, ids, tokens).await }
+            })
+            .await;
+        match r {
+            Ok(done) => break done,
+            Err(e) => {
+                failures += 1;
+                warn!(jobs = ids.len(), error = %chain(&e), "could not mark jobs succeeded; retrying");
+                if shared.hard_stop.is_cancelled() && failures >= 3 {
+                    // Leave them to lease expiry: they will run again (at-least-once).
+                    break Vec::new();
+                }
+                tokio::time::sleep(retry_delay(failures)).await;
+            }
+        }
+    };
+    Stats::add(&shared.stats.succeeded, done.len() as u64);
+    let lost = ids.len() - done.len();
+    if lost > 0 {
+        Stats::add(&shared.stats.lease_lost, lost as u64);
+        warn!(
+            lost,
+            "jobs finished after their lease was lost; another worker may run them again"
+        );
+    }
+    for id in ids {
+        shared.inflight.remove(id);
+    }
+}

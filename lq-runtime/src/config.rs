@@ -1,0 +1,69 @@
+//! Runtime settings and their defaults.
+
+use std::time::Duration;
+
+/// Settings of a [`crate::Runtime`]; every field has a production default.
+#[derive(Debug, Clone)]
+pub struct RuntimeConfig {
+    /// How often each queue polls when no NOTIFY arrives (default 1 s). A missed
+    /// notification costs at most this much latency.
+    pub poll_interval: Duration,
+    /// Most jobs one claim statement takes (default 500); a claim never takes more
+    /// than the queue's free slots.
+    pub max_claim_batch: usize,
+    /// Most completions acknowledged by one statement (default 1000).
+    pub max_complete_batch: usize,
+    /// Bound on every database call (default 10 s).
+    pub db_timeout: Duration,
+    /// How long `shutdown()` waits for running jobs before it stops them and hands
+    /// them back to the queue (default 30 s).
+    pub shutdown_grace: Duration,
+    /// How often expired leases are looked for (default 5 s).
+    pub rescue_interval: Duration,
+    /// How often finished jobs are pruned (default 60 s).
+    pub prune_interval: Duration,
+    /// How long succeeded and cancelled jobs are kept (default 24 h).
+    pub keep_finished: Duration,
+    /// How long dead jobs are kept (default 7 days).
+    pub keep_dead: Duration,
+    /// Queued jobs of a kind this runtime does not know, in a queue it serves, are
+    /// marked dead after being ready this long (default 10 min; `None` leaves them).
+    /// Every runtime serving a queue should know every kind enqueued on it.
+    pub unknown_kind_grace: Option<Duration>,
+    /// Name recorded as the lease owner (default `host:pid:random`).
+    pub owner: String,
+    /// Connections of the runtime's own pool (default `None`: two per queue plus
+    /// four). The runtime opens its own pool with the application pool's connect
+    /// options, so a starved application pool cannot stall claims, completions or
+    /// leases, and it skips the per-acquire ping, which would double every round trip.
+    pub pool_size: Option<u32>,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        Self {
+            poll_interval: Duration::from_secs(1),
+            max_claim_batch: 500,
+            max_complete_batch: 1000,
+            db_timeout: Duration::from_secs(10),
+            shutdown_grace: Duration::from_secs(30),
+            rescue_interval: Duration::from_secs(5),
+            prune_interval: Duration::from_secs(60),
+            keep_finished: Duration::from_secs(24 * 3600),
+            keep_dead: Duration::from_secs(7 * 24 * 3600),
+            unknown_kind_grace: Some(Duration::from_secs(600)),
+            owner: default_owner(),
+            pool_size: None,
+        }
+    }
+}
+
+fn default_owner() -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "host".to_owned());
+    format!("{host}:{}:{:04x}", std::process::id(), fastrand::u16(..))
+}

@@ -1,0 +1,68 @@
+//! The jobs this runtime holds leases on: running, or waiting for their outcome to be written.
+
+use std::{collections::HashMap, sync::Mutex};
+
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+/// One held lease.
+#[derive(Debug, Clone)]
+pub(crate) struct Held {
+    pub token: Uuid,
+    pub lease_secs: f64,
+    pub cancel: CancellationToken,
+}
+
+/// Shared map from job id to its lease, read by the heartbeat and the cancel listener.
+#[derive(Debug, Default)]
+pub(crate) struct Inflight {
+    jobs: Mutex<HashMap<i64, Held>>,
+}
+
+impl Inflight {
+    pub fn insert(&self, id: i64, held: Held) {
+        self.lock().insert(id, held);
+    }
+
+    pub fn remove(&self, id: i64) {
+        self.lock().remove(&id);
+    }
+
+    /// Fires the cancellation signal of job `id` if this runtime runs it.
+    pub fn cancel(&self, id: i64) -> bool {
+        match self.lock().get(&id) {
+            Some(h) => {
+                h.cancel.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Fires the signal of `id` only if it still holds the lease `token`.
+    pub fn cancel_if_held(&self, id: i64, token: Uuid) {
+        if let Some(h) = self.lock().get(&id) {
+            if h.token == token {
+                h.cancel.cancel();
+            }
+        }
+    }
+
+    /// True when job `id` is still held with lease `token`.
+    pub fn snapshot_has(&self, id: i64, token: Uuid) -> bool {
+        self.lock().get(&id).is_some_and(|h| h.token == token)
+    }
+
+    /// A copy of every held lease.
+    pub fn snapshot(&self) -> Vec<(i64, Held)> {
+        self.lock().iter().map(|(id, h)| (*id, h.clone())).collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<i64, Held>> {
+        self.jobs.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}

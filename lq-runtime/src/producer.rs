@@ -1,0 +1,79 @@
+//! One claimer per queue: takes batches of ready jobs while the queue has free slots.
+
+use std::sync::Arc;
+
+use lq_core::db;
+use tokio::sync::Notify;
+use tracing::{debug, warn};
+
+use crate::{executor, shared::retry_delay, shared::Shared, slots::Slots, stats::Stats};
+
+/// Claims jobs for `queue` until the runtime stops. `slots` bounds how many of its
+/// jobs run and are leased at once; each claim asks for at most the free slots.
+pub(crate) async fn run(shared: Arc<Shared>, queue: String, slots: Slots, wake: Arc<Notify>) {
+    let mut failures = 0u32;
+    loop {
+        if shared.stopping.is_cancelled() {
+            return;
+        }
+        let free = slots.free();
+        if free == 0 {
+            // Wait for a slot, then look again.
+            tokio::select! {
+                _ = slots.wait_free() => {}
+                _ = shared.stopping.cancelled() => return,
+            }
+            continue;
+        }
+        let limit = free.min(shared.config.max_claim_batch);
+        let claimed = shared
+            .with_conn("job_claim", |mut conn| {
+                let shared = &shared;
+                let queue = &queue;
+                async move {
+                    db::claim::job_claim(
+                        &mut conn,
+                        queue,
+                        &shared.kinds,
+                        &shared.lease_secs,
+                        limit as i64,
+                        &shared.config.owner,
+                    )
+                    .await
+                }
+            })
+            .await;
+        let jobs = match claimed {
+            Ok(jobs) => {
+                failures = 0;
+                jobs
+            }
+            Err(e) => {
+                failures += 1;
+                warn!(queue, error = %lq_core::chain(&e), "claim failed; retrying");
+                if shared.pause(retry_delay(failures)).await {
+                    return;
+                }
+                continue;
+            }
+        };
+        let got = jobs.len();
+        if got > 0 {
+            debug!(queue, got, "claimed");
+            Stats::add(&shared.stats.claimed, got as u64);
+        }
+        for job in jobs {
+            // Only this task takes slots, so `free` of them are still there.
+            let Some(slot) = slots.take() else { return };
+            executor::spawn(shared.clone(), queue.clone(), job, slot);
+        }
+        if got == limit {
+            continue; // a full batch: there may be more ready right now
+        }
+        tokio::select! {
+            _ = wake.notified() => {}
+            _ = tokio::time::sleep(shared.config.poll_interval) => {}
+            _ = shared.stopping.cancelled() => return,
+        }
+    }
+}

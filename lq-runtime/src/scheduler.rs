@@ -1,0 +1,110 @@
+//! The cron scheduler: fires each recurring kind's due ticks, exactly once per tick
+//! across every runtime, sleeping until the next tick by the database's clock.
+
+use std::{sync::Arc, time::Duration};
+
+use lq_core::{
+    chain,
+    cron::{fire_due, FireReport, Schedule},
+    db, CatchUp, JobDescriptor,
+};
+use tracing::{debug, info, warn};
+
+use crate::shared::Shared;
+
+/// Longest sleep between passes, so a changed clock or a lost pass costs little.
+const MAX_WAIT: Duration = Duration::from_secs(5);
+/// Retry delay when another runtime holds a schedule.
+const BUSY_WAIT: Duration = Duration::from_millis(100);
+
+/// A recurring kind this runtime schedules.
+pub(crate) struct CronJob {
+    pub desc: &'static JobDescriptor,
+    pub schedule: Schedule,
+    pub catch_up: CatchUp,
+    pub payload: String,
+}
+
+/// The recurring kinds among `descs` whose queue this runtime serves.
+pub(crate) fn cron_jobs(
+    shared_queues: &[String],
+    descs: &[&'static JobDescriptor],
+) -> Result<Vec<CronJob>, lq_core::Error> {
+    let mut jobs = Vec::new();
+    for desc in descs {
+        let Some(spec) = desc.options.cron else {
+            continue;
+        };
+        if !shared_queues.iter().any(|q| q == desc.options.queue) {
+            continue;
+        }
+        let schedule = Schedule::parse(spec.expr, spec.tz)?;
+        let payload = (spec.build)().to_string();
+        jobs.push(CronJob {
+            desc,
+            schedule,
+            catch_up: spec.catch_up,
+            payload,
+        });
+    }
+    Ok(jobs)
+}
+
+/// One bounded scheduling pass for one kind.
+async fn pass(shared: &Shared, job: &CronJob) -> Result<FireReport, lq_core::Error> {
+    db::timed("cron_fire_due", shared.config.db_timeout, async {
+        let mut conn = shared
+            .pool
+            .acquire()
+            .await
+            .map_err(db::err("cron_fire_due"))?;
+        let (kind, options) = (job.desc.kind, job.desc.options);
+        fire_due(
+            &mut conn,
+            kind,
+            options,
+            &job.schedule,
+            job.catch_up,
+            &job.payload,
+            None,
+        )
+        .await
+    })
+    .await
+}
+
+/// Runs scheduling passes until the runtime stops.
+pub(crate) async fn run(shared: Arc<Shared>, jobs: Vec<CronJob>) {
+    if jobs.is_empty() {
+        return;
+    }
+    loop {
+        let mut wait = MAX_WAIT;
+        for job in &jobs {
+            match pass(&shared, job).await {
+                Ok(rep) if rep.busy => wait = wait.min(BUSY_WAIT),
+                Ok(rep) => {
+                    if rep.missed > 0 {
+                        info!(kind = job.desc.kind, missed = rep.missed, policy = ?job.catch_up, "cron ticks missed while no runtime ran");
+                    }
+                    for (tick, id) in &rep.fired {
+                        debug!(kind = job.desc.kind, %tick, id, "cron tick fired");
+                    }
+                    if let (Some(now), Some(next)) = (rep.now, rep.next_tick) {
+                        let until = (next - now).to_std().unwrap_or_default();
+                        wait = wait.min(until);
+                    }
+                }
+                Err(e) => {
+                    warn!(kind = job.desc.kind, error = %chain(&e), "cron pass failed; retrying");
+                    wait = wait.min(Duration::from_secs(1));
+                }
+            }
+        }
+        // A little jitter so runtimes do not all contend at the tick's first instant.
+        let jitter = Duration::from_millis(fastrand::u64(1..20));
+        if shared.pause(wait + jitter).await {
+            return;
+        }
+    }
+}

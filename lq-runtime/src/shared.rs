@@ -1,0 +1,85 @@
+//! State shared by every task of one runtime.
+
+use std::{collections::HashMap, future::Future, sync::Arc, time::Duration};
+
+use lq_core::{db, AppState, Error, Registry};
+use sqlx::{pool::PoolConnection, PgPool, Postgres};
+use tokio::sync::Notify;
+use tokio_util::{sync::CancellationToken, task::TaskTracker};
+
+use crate::{inflight::Inflight, stats::Stats, RuntimeConfig};
+
+/// Everything the runtime's tasks share.
+pub(crate) struct Shared {
+    pub pool: PgPool,
+    pub config: RuntimeConfig,
+    pub registry: Registry,
+    pub state: AppState,
+    pub stats: Arc<Stats>,
+    pub inflight: Inflight,
+    /// Kinds with a handler, and the lease of each (same order).
+    pub kinds: Vec<String>,
+    pub lease_secs: Vec<f64>,
+    /// One wake-up per served queue, poked by NOTIFY.
+    pub wakers: HashMap<String, Arc<Notify>>,
+    /// Fired by `shutdown()`: stop claiming, stop background duties.
+    pub stopping: CancellationToken,
+    /// Fired when the grace period ends: stop handlers and hand their jobs back.
+    pub hard_stop: CancellationToken,
+    /// Every job task, so shutdown can wait for them.
+    pub executors: TaskTracker,
+    /// Sends successes to the batching completer.
+    pub completions: tokio::sync::mpsc::Sender<crate::completer::Completion>,
+}
+
+impl Shared {
+    /// Runs `f` on a pooled connection, the whole call bounded by the db timeout.
+    pub async fn with_conn<T, F, Fut>(&self, op: &'static str, f: F) -> Result<T, Error>
+    where
+        F: FnOnce(PoolConnection<Postgres>) -> Fut,
+        Fut: Future<Output = Result<T, Error>>,
+    {
+        db::timed(op, self.config.db_timeout, async {
+            let conn = self.pool.acquire().await.map_err(db::err(op))?;
+            f(conn).await
+        })
+        .await
+    }
+
+    /// Wakes every queue's claimer (after a reconnect, when notifications may be lost).
+    pub fn wake_all(&self) {
+        for w in self.wakers.values() {
+            w.notify_one();
+        }
+    }
+
+    /// Wakes `queue`'s claimer after `delay`, when that comes before its next poll:
+    /// a retry or snooze due sooner than the poll interval runs on time.
+    pub fn wake_after(&self, queue: &str, delay: Duration) {
+        if delay >= self.config.poll_interval {
+            return;
+        }
+        if let Some(w) = self.wakers.get(queue).cloned() {
+            let stopping = self.stopping.clone();
+            tokio::spawn(async move {
+                tokio::select! {
+                    _ = tokio::time::sleep(delay) => w.notify_one(),
+                    _ = stopping.cancelled() => {}
+                }
+            });
+        }
+    }
+
+    /// Sleeps for `d` unless the runtime starts stopping; true if it is stopping.
+    pub async fn pause(&self, d: Duration) -> bool {
+        tokio::select! {
+            _ = tokio::time::sleep(d) => self.stopping.is_cancelled(),
+            _ = self.stopping.cancelled() => true,
+        }
+    }
+}
+
+/// Exponential reconnect delay: 100 ms doubling to 5 s.
+pub(crate) fn retry_delay(failures: u32) -> Duration {
+    Duration::from_millis(100u64.saturating_mul(1 << failures.min(6))).min(Duration::from_secs(5))
+}

@@ -1,0 +1,58 @@
+//! Counters of what a runtime has done, for progress output and tests.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// Running totals since the runtime started.
+#[derive(Debug, Default)]
+pub struct Stats {
+    pub(crate) claimed: AtomicU64,
+    pub(crate) succeeded: AtomicU64,
+    pub(crate) retried: AtomicU64,
+    pub(crate) dead: AtomicU64,
+    pub(crate) snoozed: AtomicU64,
+    pub(crate) cancelled: AtomicU64,
+    pub(crate) released: AtomicU64,
+    pub(crate) lease_lost: AtomicU64,
+}
+
+/// A copy of [`Stats`] at one moment.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StatsSnapshot {
+    /// Jobs claimed.
+    pub claimed: u64,
+    /// Jobs that ended succeeded.
+    pub succeeded: u64,
+    /// Failed attempts queued for retry.
+    pub retried: u64,
+    /// Jobs that ended dead.
+    pub dead: u64,
+    /// Jobs snoozed.
+    pub snoozed: u64,
+    /// Jobs that ended cancelled.
+    pub cancelled: u64,
+    /// Jobs handed back to the queue at shutdown.
+    pub released: u64,
+    /// Writes refused because the lease was lost.
+    pub lease_lost: u64,
+}
+
+impl Stats {
+    pub(crate) fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Relaxed);
+    }
+
+    /// Reads every counter.
+    pub fn snapshot(&self) -> StatsSnapshot {
+        StatsSnapshot {
+            claimed: self.claimed.load(Relaxed),
+            succeeded: self.succeeded.load(Relaxed),
+            retried: self.retried.load(Relaxed),
+            dead: self.dead.load(Relaxed),
+            snoozed: self.snoozed.load(Relaxed),
+            cancelled: self.cancelled.load(Relaxed),
+            released: self.released.load(Relaxed),
+            lease_lost: self.lease_lost.load(Relaxed),
+        }
+    }
+}

@@ -1,0 +1,183 @@
+//! Job control: cancel, retry, list.
+
+use std::time::Duration;
+
+use lq_runtime::{control, CoreError as Error, Job, JobState};
+use lq_tests::TestDb;
+
+use crate::jobs::{quick, start_runtime, Doomed, Ledger, Noop, Patient};
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+#[tokio::test]
+async fn cancelling_a_queued_job_ends_it_at_once() {
+    let db = TestDb::new().await;
+    let id = Noop { n: 1 }.enqueue(&db.pool).await.unwrap().id;
+    assert_eq!(
+        control::cancel(&db.pool, id).await.unwrap(),
+        JobState::Queued
+    );
+    assert_eq!(
+        control::get(&db.pool, id).await.unwrap().state,
+        JobState::Cancelled
+    );
+    let again = control::cancel(&db.pool, id).await.unwrap_err();
+    assert!(
+        matches!(
+            again,
+            Error::WrongState {
+                state: JobState::Cancelled,
+                ..
+            }
+        ),
+        "{again}"
+    );
+    assert!(matches!(
+        control::cancel(&db.pool, 999_999).await.unwrap_err(),
+        Error::NotFound { id: 999_999 }
+    ));
+}
+
+#[tokio::test]
+async fn cancelling_a_running_job_signals_its_handler_and_ends_it_cancelled() {
+    let db = TestDb::new().await;
+    let id = Patient.enqueue(&db.pool).await.unwrap().id;
+    let rt = start_runtime(&db, "default", 2, quick(), &Ledger::default()).await;
+    db.wait_for(
+        "the job to run",
+        &format!("select state = 'running' from lq.jobs where id = {id}"),
+        LIMIT,
+    )
+    .await;
+    assert_eq!(
+        control::cancel(&db.pool, id).await.unwrap(),
+        JobState::Running
+    );
+    db.wait_for(
+        "the job to end",
+        &format!("select state = 'cancelled' from lq.jobs where id = {id}"),
+        LIMIT,
+    )
+    .await;
+    rt.shutdown().await.unwrap();
+    let row = control::get(&db.pool, id).await.unwrap();
+    assert!(row.cancel_requested_at.is_some());
+    assert_eq!(row.attempts, 1);
+}
+
+#[tokio::test]
+async fn a_dead_job_can_be_retried_now_and_runs_again() {
+    let db = TestDb::new().await;
+    let id = Doomed.enqueue(&db.pool).await.unwrap().id;
+    sqlx::query(
+        "update lq.jobs set state = 'dead', attempts = 3, finished_at = now() where id = $1",
+    )
+    .bind(id)
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    control::retry_now(&db.pool, id).await.unwrap();
+    let row = control::get(&db.pool, id).await.unwrap();
+    assert_eq!((row.state, row.attempts), (JobState::Queued, 0));
+    assert!(matches!(
+        control::retry_now(&db.pool, id).await.unwrap_err(),
+        Error::WrongState { .. }
+    ));
+}
+
+#[tokio::test]
+async fn retrying_a_dead_job_whose_key_is_live_again_is_refused() {
+    let db = TestDb::new().await;
+    use crate::jobs::UniqueOrder;
+    let old = UniqueOrder { order_id: 5 }
+        .enqueue(&db.pool)
+        .await
+        .unwrap()
+        .id;
+    sqlx::query("update lq.jobs set state = 'dead', finished_at = now() where id = $1")
+        .bind(old)
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let live = UniqueOrder { order_id: 5 }
+        .enqueue(&db.pool)
+        .await
+        .unwrap()
+        .id;
+    let err = control::retry_now(&db.pool, old).await.unwrap_err();
+    assert!(
+        matches!(err, Error::UniqueKeyHeld { holder, .. } if holder == live),
+        "{err}"
+    );
+    assert_eq!(
+        control::get(&db.pool, old).await.unwrap().state,
+        JobState::Dead
+    );
+}
+
+#[tokio::test]
+async fn list_filters_by_state_and_queue() {
+    let db = TestDb::new().await;
+    let a = Noop { n: 1 }.enqueue(&db.pool).await.unwrap().id;
+    let b = Noop { n: 2 }
+        .enqueue_with(&db.pool, lq_runtime::EnqueueOptions::new().queue("other"))
+        .await
+        .unwrap()
+        .id;
+    control::cancel(&db.pool, a).await.unwrap();
+    let cancelled: Vec<i64> = control::list(&db.pool, Some(JobState::Cancelled), None, 10)
+        .await
+        .unwrap()
+        .iter()
+        .map(|j| j.id)
+        .collect();
+    assert_eq!(cancelled, vec![a]);
+    let other: Vec<i64> = control::list(&db.pool, None, Some("other"), 10)
+        .await
+        .unwrap()
+        .iter()
+        .map(|j| j.id)
+        .collect();
+    assert_eq!(other, vec![b]);
+}
+
+#[tokio::test]
+async fn pruning_removes_only_old_finished_jobs() {
+    let db = TestDb::new().await;
+    let ids: Vec<i64> = Noop::enqueue_many(
+        &db.pool,
+        (0..4).map(|n| Noop { n }),
+        lq_runtime::EnqueueOptions::new(),
+    )
+    .await
+    .unwrap()
+    .ids;
+    // old succeeded, recent succeeded, old dead (kept longer), still queued
+    sqlx::query("update lq.jobs set state = 'succeeded', finished_at = now() - interval '2 hours' where id = $1")
+        .bind(ids[0])
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    sqlx::query("update lq.jobs set state = 'succeeded', finished_at = now() where id = $1")
+        .bind(ids[1])
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    sqlx::query(
+        "update lq.jobs set state = 'dead', finished_at = now() - interval '2 hours' where id = $1",
+    )
+    .bind(ids[2])
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    let mut conn = db.pool.acquire().await.unwrap();
+    let pruned = lq_runtime::db::maintenance::job_prune(&mut conn, 3600.0, 86_400.0, 100)
+        .await
+        .unwrap();
+    assert_eq!(pruned, 1);
+    let left: Vec<i64> = sqlx::query_scalar("select id from lq.jobs order by id")
+        .fetch_all(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(left, ids[1..].to_vec());
+}

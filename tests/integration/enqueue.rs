@@ -1,0 +1,197 @@
+//! Transactional enqueue, unique keys, options, bulk, bad input.
+
+use std::time::Duration;
+
+use lq_runtime::{CoreError as Error, EnqueueOptions, Job, MAX_PAYLOAD_BYTES};
+use lq_tests::TestDb;
+
+use crate::jobs::{Blob, Noop, UniqueOrder};
+
+#[tokio::test]
+async fn committed_job_is_visible_and_rolled_back_job_is_not() {
+    let db = TestDb::new().await;
+    let mut tx = db.pool.begin().await.unwrap();
+    let kept = Noop { n: 1 }.enqueue(&mut tx).await.unwrap();
+    // Not visible to others before commit.
+    assert_eq!(db.count("queued").await, 0);
+    tx.commit().await.unwrap();
+
+    let mut tx = db.pool.begin().await.unwrap();
+    let dropped = Noop { n: 2 }.enqueue(&mut tx).await.unwrap();
+    tx.rollback().await.unwrap();
+
+    let ids: Vec<i64> = sqlx::query_scalar("select id from lq.jobs")
+        .fetch_all(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(ids, vec![kept.id]);
+    assert_ne!(kept.id, dropped.id);
+}
+
+#[tokio::test]
+async fn enqueue_accepts_pool_and_connection() {
+    let db = TestDb::new().await;
+    Noop { n: 1 }.enqueue(&db.pool).await.unwrap();
+    let mut conn = db.pool.acquire().await.unwrap();
+    Noop { n: 2 }.enqueue(&mut *conn).await.unwrap();
+    assert_eq!(db.count("queued").await, 2);
+}
+
+#[tokio::test]
+async fn row_carries_type_settings_and_payload() {
+    let db = TestDb::new().await;
+    let e = Noop { n: 42 }.enqueue(&db.pool).await.unwrap();
+    let row = lq_runtime::control::get(&db.pool, e.id).await.unwrap();
+    assert_eq!(row.kind, "test.noop");
+    assert_eq!(row.queue, "default");
+    assert_eq!(row.priority, 0);
+    assert_eq!(row.max_attempts, 20);
+    assert_eq!(row.attempts, 0);
+    assert_eq!(row.payload, serde_json::json!({ "n": 42 }));
+}
+
+#[tokio::test]
+async fn per_call_options_override_the_type() {
+    let db = TestDb::new().await;
+    let opts = EnqueueOptions::new()
+        .queue("bulk")
+        .priority(7)
+        .max_attempts(2)
+        .delay(Duration::from_secs(3600));
+    let e = Noop { n: 1 }.enqueue_with(&db.pool, opts).await.unwrap();
+    let row = lq_runtime::control::get(&db.pool, e.id).await.unwrap();
+    assert_eq!(
+        (row.queue.as_str(), row.priority, row.max_attempts),
+        ("bulk", 7, 2)
+    );
+    let delay: f64 = sqlx::query_scalar(
+        "select extract(epoch from run_at - now())::float8 from lq.jobs where id = $1",
+    )
+    .bind(e.id)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert!(
+        (3500.0..=3600.0).contains(&delay),
+        "run_at is {delay}s away"
+    );
+
+    let at = chrono::Utc::now() + chrono::Duration::days(2);
+    let e = Noop { n: 2 }
+        .enqueue_with(&db.pool, EnqueueOptions::new().run_at(at))
+        .await
+        .unwrap();
+    let row = lq_runtime::control::get(&db.pool, e.id).await.unwrap();
+    assert!((row.run_at - at).num_milliseconds().abs() < 1);
+}
+
+#[tokio::test]
+async fn concurrent_enqueues_of_one_unique_key_yield_one_live_job() {
+    let db = TestDb::new().await;
+    let tasks: Vec<_> = (0..16)
+        .map(|_| {
+            let pool = db.pool.clone();
+            tokio::spawn(async move {
+                let mut tx = pool.begin().await.unwrap();
+                let e = UniqueOrder { order_id: 9 }.enqueue(&mut tx).await.unwrap();
+                tx.commit().await.unwrap();
+                e
+            })
+        })
+        .collect();
+    let mut results = Vec::new();
+    for t in tasks {
+        results.push(t.await.unwrap());
+    }
+    let live: Vec<i64> = sqlx::query_scalar("select id from lq.jobs where unique_key = 'order:9'")
+        .fetch_all(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(live.len(), 1);
+    assert!(
+        results.iter().all(|r| r.id == live[0]),
+        "every caller got the live job's id"
+    );
+    assert_eq!(
+        results.iter().filter(|r| !r.existing).count(),
+        1,
+        "exactly one inserted"
+    );
+}
+
+#[tokio::test]
+async fn a_finished_job_frees_its_unique_key() {
+    let db = TestDb::new().await;
+    let first = UniqueOrder { order_id: 1 }.enqueue(&db.pool).await.unwrap();
+    sqlx::query("update lq.jobs set state = 'succeeded', finished_at = now() where id = $1")
+        .bind(first.id)
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let second = UniqueOrder { order_id: 1 }.enqueue(&db.pool).await.unwrap();
+    assert!(!second.existing);
+    assert_ne!(first.id, second.id);
+}
+
+#[tokio::test]
+async fn bulk_enqueue_inserts_all_in_one_statement_and_skips_live_keys() {
+    let db = TestDb::new().await;
+    let done = Noop::enqueue_many(
+        &db.pool,
+        (0..1000).map(|n| Noop { n }),
+        EnqueueOptions::new(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(done.ids.len(), 1000);
+    assert_eq!(db.count("queued").await, 1000);
+
+    UniqueOrder { order_id: 3 }.enqueue(&db.pool).await.unwrap();
+    let orders = (1..=5).map(|order_id| UniqueOrder { order_id });
+    let done = UniqueOrder::enqueue_many(&db.pool, orders, EnqueueOptions::new())
+        .await
+        .unwrap();
+    assert_eq!((done.ids.len(), done.skipped), (4, 1));
+}
+
+#[tokio::test]
+async fn oversized_payload_is_refused_and_nothing_is_written() {
+    let db = TestDb::new().await;
+    let mut tx = db.pool.begin().await.unwrap();
+    let err = Blob {
+        data: "x".repeat(MAX_PAYLOAD_BYTES),
+    }
+    .enqueue(&mut tx)
+    .await
+    .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::PayloadTooLarge {
+                kind: "test.blob",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    // The business transaction is still usable.
+    Noop { n: 1 }.enqueue(&mut tx).await.unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(db.count("queued").await, 1);
+}
+
+#[tokio::test]
+async fn malformed_queue_name_is_a_typed_error() {
+    let db = TestDb::new().await;
+    for bad in ["", "has space", "semi;colon", &"q".repeat(200)] {
+        let err = Noop { n: 1 }
+            .enqueue_with(&db.pool, EnqueueOptions::new().queue(bad))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, Error::InvalidName { what: "queue", .. }),
+            "{bad:?}: {err}"
+        );
+    }
+    assert_eq!(db.count("queued").await, 0);
+}

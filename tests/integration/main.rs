@@ -1,0 +1,10 @@
+//! Integration tests against a real PostgreSQL; each test has its own database.
+
+mod control;
+mod cron;
+mod enqueue;
+mod jobs;
+mod migrate;
+mod outcomes;
+mod runtime;
+mod shutdown;

@@ -1,0 +1,428 @@
+//! The runtime across processes: exactly-once without faults, kinds it claims,
+//! fencing, heartbeats and rescue.
+
+use std::time::Duration;
+
+use lq_runtime::{db, EnqueueOptions, Job, JobContext, JobError, Perform, Runtime, RuntimeConfig};
+use lq_tests::TestDb;
+use serde::{Deserialize, Serialize};
+
+use crate::jobs::{quick, start_runtime, Ledger, Noop, ProducerOnly};
+
+const LIMIT: Duration = Duration::from_secs(120);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn ten_thousand_jobs_across_four_runtimes_run_exactly_once() {
+    let db = TestDb::new().await;
+    let ledger = Ledger::default();
+    let mut runtimes = Vec::new();
+    for _ in 0..4 {
+        let pool = db.another_pool(6).await;
+        let rt = Runtime::builder(pool)
+            .queue("default", 8)
+            .state(ledger.clone())
+            .start()
+            .await
+            .unwrap();
+        runtimes.push(rt);
+    }
+    let mut ids = Vec::new();
+    for chunk in 0..10 {
+        let jobs = (0..1000).map(|n| Noop {
+            n: chunk * 1000 + n,
+        });
+        ids.extend(
+            Noop::enqueue_many(&db.pool, jobs, EnqueueOptions::new())
+                .await
+                .unwrap()
+                .ids,
+        );
+    }
+    db.wait_idle(LIMIT).await;
+    let mut claimed = 0;
+    for rt in runtimes {
+        claimed += rt.stats().claimed;
+        rt.shutdown().await.unwrap();
+    }
+    let counts = ledger.counts();
+    let lost = ids.iter().filter(|id| !counts.contains_key(id)).count();
+    let duplicated = counts.values().filter(|&&c| c > 1).count();
+    let unexpected = counts.keys().filter(|id| !ids.contains(id)).count();
+    assert_eq!((lost, duplicated, unexpected), (0, 0, 0));
+    assert_eq!(claimed, 10_000);
+    assert_eq!(db.count("succeeded").await, 10_000);
+}
+
+#[tokio::test]
+async fn the_runtime_claims_only_kinds_it_can_run() {
+    let db = TestDb::new().await;
+    let waiting = ProducerOnly {
+        note: "no Perform here".into(),
+    }
+    .enqueue(&db.pool)
+    .await
+    .unwrap()
+    .id;
+    let done = Noop { n: 1 }
+        .enqueue_with(&db.pool, EnqueueOptions::new().queue("elsewhere"))
+        .await
+        .unwrap()
+        .id;
+    let config = RuntimeConfig {
+        unknown_kind_grace: None,
+        ..RuntimeConfig::default()
+    };
+    let rt = start_runtime(&db, "elsewhere", 2, config, &Ledger::default()).await;
+    assert!(!rt.kinds().iter().any(|k| k == "test.producer_only"));
+    db.wait_for(
+        "the noop to succeed",
+        &format!("select state = 'succeeded' from lq.jobs where id = {done}"),
+        LIMIT,
+    )
+    .await;
+    rt.shutdown().await.unwrap();
+    let row = lq_runtime::control::get(&db.pool, waiting).await.unwrap();
+    assert_eq!((row.state, row.attempts), (lq_runtime::JobState::Queued, 0));
+}
+
+#[tokio::test]
+async fn the_claim_never_takes_more_than_asked() {
+    let db = TestDb::new().await;
+    Noop::enqueue_many(&db.pool, (0..50).map(|n| Noop { n }), EnqueueOptions::new())
+        .await
+        .unwrap();
+    let mut conn = db.pool.acquire().await.unwrap();
+    let kinds = vec!["test.noop".to_owned()];
+    let got = db::claim::job_claim(&mut conn, "default", &kinds, &[30.0], 7, "t")
+        .await
+        .unwrap();
+    assert_eq!(got.len(), 7);
+    assert!(got.iter().all(|j| j.attempts == 1));
+    assert_eq!(db.count("running").await, 7);
+}
+
+#[tokio::test]
+async fn a_stale_lease_token_changes_nothing() {
+    let db = TestDb::new().await;
+    let id = Noop { n: 1 }.enqueue(&db.pool).await.unwrap().id;
+    let mut conn = db.pool.acquire().await.unwrap();
+    let kinds = vec!["test.noop".to_owned()];
+    let first = db::claim::job_claim(&mut conn, "default", &kinds, &[30.0], 1, "a")
+        .await
+        .unwrap()
+        .remove(0);
+    // The lease expires and the rescuer hands the job to another worker.
+    sqlx::query("update lq.jobs set lease_expires_at = now() - interval '1 second' where id = $1")
+        .bind(id)
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    assert_eq!(
+        db::lease::job_rescue_expired(&mut conn, 10).await.unwrap(),
+        vec![id]
+    );
+    let second = db::claim::job_claim(&mut conn, "default", &kinds, &[30.0], 1, "b")
+        .await
+        .unwrap()
+        .remove(0);
+    assert_eq!((second.id, second.attempts), (id, 2));
+
+    // Every write of the first worker is refused.
+    assert!(
+        db::finish::job_complete_many(&mut conn, &[id], &[first.lease_token])
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        db::finish::job_fail(&mut conn, id, first.lease_token, "x", Some(1.0))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        db::finish::job_snooze(&mut conn, id, first.lease_token, 1.0)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        !db::finish::job_cancel_own(&mut conn, id, first.lease_token, "x")
+            .await
+            .unwrap()
+    );
+    assert!(
+        db::finish::job_release_many(&mut conn, &[id], &[first.lease_token])
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        db::lease::job_heartbeat_many(&mut conn, &[id], &[first.lease_token], &[30.0])
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let row = lq_runtime::control::get(&db.pool, id).await.unwrap();
+    assert_eq!(
+        (row.state, row.lease_owner.as_deref()),
+        (lq_runtime::JobState::Running, Some("b"))
+    );
+
+    // The current holder's write lands.
+    assert_eq!(
+        db::finish::job_complete_many(&mut conn, &[id], &[second.lease_token])
+            .await
+            .unwrap(),
+        vec![id]
+    );
+}
+
+#[tokio::test]
+async fn a_job_that_keeps_killing_its_worker_goes_dead_after_max_attempts() {
+    let db = TestDb::new().await;
+    let id = Noop { n: 1 }
+        .enqueue_with(&db.pool, EnqueueOptions::new().max_attempts(2))
+        .await
+        .unwrap()
+        .id;
+    let mut conn = db.pool.acquire().await.unwrap();
+    let kinds = vec!["test.noop".to_owned()];
+    for round in 1..=2 {
+        // Claimed, then the worker "dies": the lease runs out.
+        let got = db::claim::job_claim(&mut conn, "default", &kinds, &[30.0], 1, "w")
+            .await
+            .unwrap();
+        assert_eq!(got.len(), 1, "round {round}");
+        sqlx::query(
+            "update lq.jobs set lease_expires_at = now() - interval '1 second' where id = $1",
+        )
+        .bind(id)
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+        db::lease::job_rescue_expired(&mut conn, 10).await.unwrap();
+    }
+    let row = lq_runtime::control::get(&db.pool, id).await.unwrap();
+    assert_eq!((row.state, row.attempts), (lq_runtime::JobState::Dead, 2));
+    assert_eq!(row.errors.as_array().unwrap().len(), 2);
+}
+
+/// Holds its lease (1 s) until cancelled: only heartbeats keep it.
+#[derive(Serialize, Deserialize, Job)]
+#[job(kind = "test.long_lease", lease = "1s")]
+struct LongRunner;
+
+impl Perform for LongRunner {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        ctx.cancelled().await;
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn heartbeats_keep_a_long_job_leased_and_rescue_leaves_it_alone() {
+    let db = TestDb::new().await;
+    let id = LongRunner.enqueue(&db.pool).await.unwrap().id;
+    let config = RuntimeConfig {
+        rescue_interval: Duration::from_millis(100),
+        shutdown_grace: Duration::from_millis(10),
+        ..quick()
+    };
+    let rt = Runtime::builder(db.pool.clone())
+        .config(config)
+        .queue("default", 2)
+        .start()
+        .await
+        .unwrap();
+    // Running for over three lease lengths and still on its first attempt: the
+    // lease was renewed and never rescued.
+    db.wait_for(
+        "the job to outlive three leases",
+        &format!("select state = 'running' and now() - started_at > interval '3 seconds' and attempts = 1 and lease_expires_at > now() from lq.jobs where id = {id}"),
+        LIMIT,
+    )
+    .await;
+    rt.shutdown().await.unwrap();
+    let row = lq_runtime::control::get(&db.pool, id).await.unwrap();
+    assert_eq!(
+        (row.state, row.attempts),
+        (lq_runtime::JobState::Queued, 0),
+        "handed back, attempt refunded"
+    );
+}
+
+#[tokio::test]
+async fn a_rescued_job_keeps_its_place_in_the_queue() {
+    let db = TestDb::new().await;
+    let first = Noop { n: 0 }.enqueue(&db.pool).await.unwrap().id;
+    let mut conn = db.pool.acquire().await.unwrap();
+    let kinds = vec!["test.noop".to_owned()];
+    db::claim::job_claim(&mut conn, "default", &kinds, &[30.0], 1, "dies")
+        .await
+        .unwrap();
+    Noop::enqueue_many(
+        &db.pool,
+        (1..100).map(|n| Noop { n }),
+        EnqueueOptions::new(),
+    )
+    .await
+    .unwrap();
+    sqlx::query("update lq.jobs set lease_expires_at = now() - interval '1 second' where id = $1")
+        .bind(first)
+        .execute(&mut *conn)
+        .await
+        .unwrap();
+    db::lease::job_rescue_expired(&mut conn, 10).await.unwrap();
+    let next = db::claim::job_claim(&mut conn, "default", &kinds, &[30.0], 1, "next")
+        .await
+        .unwrap();
+    assert_eq!(
+        next[0].id, first,
+        "the rescued job goes first, not behind the backlog"
+    );
+}
+
+/// Tracks how many of its handlers run at once.
+#[derive(Default)]
+struct Gauge {
+    now: std::sync::atomic::AtomicUsize,
+    most: std::sync::atomic::AtomicUsize,
+}
+
+/// Holds its handler open briefly so overlaps show.
+#[derive(Serialize, Deserialize, Job)]
+#[job(kind = "test.gauged")]
+struct Gauged;
+
+impl Perform for Gauged {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        use std::sync::atomic::Ordering::SeqCst;
+        let g = ctx.state::<std::sync::Arc<Gauge>>();
+        let now = g.now.fetch_add(1, SeqCst) + 1;
+        g.most.fetch_max(now, SeqCst);
+        tokio::task::yield_now().await;
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        g.now.fetch_sub(1, SeqCst);
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_queue_runs_at_most_its_concurrency_and_leases_at_most_twice_that() {
+    let db = TestDb::new().await;
+    Gauged::enqueue_many(&db.pool, (0..1000).map(|_| Gauged), EnqueueOptions::new())
+        .await
+        .unwrap();
+    let gauge = std::sync::Arc::new(Gauge::default());
+    let rt = Runtime::builder(db.pool.clone())
+        .queue("default", 4)
+        .state(gauge.clone())
+        .start()
+        .await
+        .unwrap();
+    let mut most_leased = 0;
+    loop {
+        let (running, left): (i64, i64) = sqlx::query_as(
+            "select count(*) filter (where state = 'running'), count(*) filter (where state in ('queued', 'running')) from lq.jobs",
+        )
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+        most_leased = most_leased.max(running).max(rt.running() as i64);
+        if left == 0 {
+            break;
+        }
+    }
+    rt.shutdown().await.unwrap();
+    let most_running = gauge.most.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(
+        (1..=4).contains(&most_running),
+        "{most_running} handlers ran at once with 4 slots"
+    );
+    assert!(
+        most_leased <= 8,
+        "{most_leased} jobs leased at once by a queue with 4 slots"
+    );
+}
+
+#[tokio::test]
+async fn the_runtime_vacuums_the_queue_table_when_autovacuum_is_off() {
+    let db = TestDb::new().await;
+    sqlx::query("alter table lq.jobs set (autovacuum_enabled = false)")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    for chunk in 0..30 {
+        let jobs = (0..1000).map(|n| Noop {
+            n: chunk * 1000 + n,
+        });
+        Noop::enqueue_many(&db.pool, jobs, EnqueueOptions::new().notify(false))
+            .await
+            .unwrap();
+    }
+    // 30,000 dead row versions, as a busy queue leaves behind.
+    sqlx::query("update lq.jobs set state = 'succeeded', finished_at = now()")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let rt = Runtime::builder(db.pool.clone())
+        .queue("default", 2)
+        .state(Ledger::default())
+        .start()
+        .await
+        .unwrap();
+    db.wait_for(
+        "the runtime to vacuum lq.jobs",
+        "select last_vacuum is not null from pg_stat_user_tables where relid = 'lq.jobs'::regclass",
+        LIMIT,
+    )
+    .await;
+    rt.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn notify_wakes_workers_for_pool_and_transaction_enqueues() {
+    let db = TestDb::new().await;
+    // Polling once a minute: only NOTIFY can get these jobs run within the limit.
+    let config = RuntimeConfig {
+        poll_interval: Duration::from_secs(60),
+        ..RuntimeConfig::default()
+    };
+    let rt = start_runtime(&db, "default", 8, config, &Ledger::default()).await;
+    // Let the listener subscribe: the runtime polls once at start, after LISTEN.
+    db.wait_for(
+        "the listener to subscribe",
+        "select exists (select 1 from pg_stat_activity where datname = current_database() and query like 'LISTEN%')",
+        Duration::from_secs(30),
+    )
+    .await;
+    for round in 0..5u64 {
+        // Bursts from 4 concurrent producers on the pool (coalesced NOTIFYs) ...
+        let tasks: Vec<_> = (0..4u64)
+            .map(|p| {
+                let pool = db.pool.clone();
+                tokio::spawn(async move {
+                    for n in 0..10 {
+                        Noop {
+                            n: round * 1000 + p * 100 + n,
+                        }
+                        .enqueue(&pool)
+                        .await
+                        .unwrap();
+                    }
+                })
+            })
+            .collect();
+        for t in tasks {
+            t.await.unwrap();
+        }
+        // ... and one in a transaction (NOTIFY at commit).
+        let mut tx = db.pool.begin().await.unwrap();
+        Noop { n: round }.enqueue(&mut tx).await.unwrap();
+        tx.commit().await.unwrap();
+        db.wait_idle(Duration::from_secs(20)).await;
+    }
+    rt.shutdown().await.unwrap();
+    assert_eq!(db.count("succeeded").await, 5 * 41);
+}

@@ -1,0 +1,69 @@
+//! Graceful shutdown: finish within the grace period or hand back at once.
+
+use std::time::Duration;
+
+use lq_runtime::{Job, JobState, Runtime, RuntimeConfig};
+use lq_tests::TestDb;
+
+use crate::jobs::{quick, start_runtime, Ledger, Noop, Patient};
+
+#[tokio::test]
+async fn unfinished_jobs_go_back_to_the_queue_without_spending_an_attempt() {
+    let db = TestDb::new().await;
+    let ledger = Ledger::default();
+    let ids: Vec<i64> = {
+        let mut v = Vec::new();
+        for _ in 0..3 {
+            v.push(Patient.enqueue(&db.pool).await.unwrap().id);
+        }
+        v
+    };
+    let config = RuntimeConfig {
+        shutdown_grace: Duration::from_millis(200),
+        ..quick()
+    };
+    let rt = start_runtime(&db, "default", 8, config, &ledger).await;
+    db.wait_for(
+        "all three running",
+        "select count(*) = 3 from lq.jobs where state = 'running'",
+        Duration::from_secs(30),
+    )
+    .await;
+    rt.shutdown().await.unwrap();
+    for id in ids {
+        let row = lq_runtime::control::get(&db.pool, id).await.unwrap();
+        assert_eq!((row.state, row.attempts), (JobState::Queued, 0), "job {id}");
+        assert!(row.lease_owner.is_none());
+        assert!(row.errors.as_array().unwrap().is_empty());
+    }
+}
+
+#[tokio::test]
+async fn jobs_that_finish_within_the_grace_period_are_recorded() {
+    let db = TestDb::new().await;
+    for n in 0..100 {
+        Noop { n }.enqueue(&db.pool).await.unwrap();
+    }
+    let rt = Runtime::builder(db.pool.clone())
+        .queue("default", 4)
+        .state(Ledger::default())
+        .start()
+        .await
+        .unwrap();
+    db.wait_for(
+        "some progress",
+        "select count(*) > 0 from lq.jobs where state = 'succeeded'",
+        Duration::from_secs(30),
+    )
+    .await;
+    rt.shutdown().await.unwrap();
+    // Nothing is left running, nothing holds a lease.
+    assert_eq!(db.count("running").await, 0);
+    let leased: i64 =
+        sqlx::query_scalar("select count(*) from lq.jobs where lease_token is not null")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    assert_eq!(leased, 0);
+    assert_eq!(db.count("succeeded").await + db.count("queued").await, 100);
+}

@@ -1,0 +1,142 @@
+//! Test support: one fresh database per test, and waits on database state.
+//!
+//! `DATABASE_URL` names a server where tests may create databases (the default is
+//! `postgres://postgres@127.0.0.1:5432/postgres`; `scripts/with-postgres` sets it).
+
+use std::{
+    sync::atomic::{AtomicU32, Ordering},
+    time::{Duration, Instant},
+};
+
+use sqlx::{postgres::PgPoolOptions, Connection, PgConnection, PgPool};
+
+/// The admin URL tests create their databases through.
+pub fn admin_url() -> String {
+    std::env::var("DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned())
+}
+
+/// `base` with its database name replaced by `db`.
+pub fn url_for(base: &str, db: &str) -> String {
+    let (head, tail) = match base.find('?') {
+        Some(i) => base.split_at(i),
+        None => (base, ""),
+    };
+    let slash = head.rfind('/').expect("DATABASE_URL has a path");
+    format!("{}/{db}{tail}", &head[..slash])
+}
+
+/// A database of its own for one test, migrated, dropped when the value drops.
+pub struct TestDb {
+    /// Pool on the test's database.
+    pub pool: PgPool,
+    /// The database's URL.
+    pub url: String,
+    name: String,
+}
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+impl TestDb {
+    /// Creates and migrates a fresh database.
+    pub async fn new() -> Self {
+        let name = format!(
+            "lq_test_{}_{}_{:04x}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed),
+            fastrand::u16(..)
+        );
+        let mut admin = PgConnection::connect(&admin_url())
+            .await
+            .expect("connect to DATABASE_URL");
+        sqlx::raw_sql(&format!("create database {name}"))
+            .execute(&mut admin)
+            .await
+            .expect("create database");
+        admin.close().await.ok();
+        let url = url_for(&admin_url(), &name);
+        let pool = PgPoolOptions::new()
+            .max_connections(20)
+            .connect(&url)
+            .await
+            .expect("connect test db");
+        lq_runtime::migrate(&pool).await.expect("migrate");
+        Self { pool, url, name }
+    }
+
+    /// A second pool on the same database (another "process").
+    pub async fn another_pool(&self, max: u32) -> PgPool {
+        PgPoolOptions::new()
+            .max_connections(max)
+            .connect(&self.url)
+            .await
+            .expect("connect")
+    }
+
+    /// `select count(*) from lq.jobs where state = $state`.
+    pub async fn count(&self, state: &str) -> i64 {
+        sqlx::query_scalar("select count(*) from lq.jobs where state::text = $1")
+            .bind(state)
+            .fetch_one(&self.pool)
+            .await
+            .expect("count")
+    }
+
+    /// Waits until `sql` (a query returning one boolean) is true, or panics after `limit`.
+    pub async fn wait_for(&self, what: &str, sql: &str, limit: Duration) {
+        let start = Instant::now();
+        loop {
+            let ok: bool = sqlx::query_scalar(sql)
+                .fetch_one(&self.pool)
+                .await
+                .expect("wait query");
+            if ok {
+                return;
+            }
+            assert!(
+                start.elapsed() < limit,
+                "timed out after {limit:?} waiting for {what}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Waits until no job is queued or running.
+    pub async fn wait_idle(&self, limit: Duration) {
+        self.wait_for(
+            "every job to finish",
+            "select not exists (select 1 from lq.jobs where state in ('queued', 'running'))",
+            limit,
+        )
+        .await;
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        let name = self.name.clone();
+        // Drop the database on a thread of its own: Drop cannot await.
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            rt.block_on(async move {
+                if let Ok(mut admin) = PgConnection::connect(&admin_url()).await {
+                    let _ = sqlx::raw_sql(&format!("drop database if exists {name} with (force)"))
+                        .execute(&mut admin)
+                        .await;
+                }
+            });
+        })
+        .join();
+    }
+}
+
+/// Logs to the test output when `RUST_LOG` is set.
+pub fn init_tracing() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+}

@@ -1,0 +1,11 @@
+use lq_runtime::Job;
+use serde::{Deserialize, Serialize};
+
+#[derive(Serialize, Deserialize, Job)]
+#[job(queue = "emails")]
+#[job(queue = "mail")]
+struct SendWelcomeEmail {
+    user_id: i64,
+}
+
+fn main() {}
