@@ -12,8 +12,8 @@ use sqlx::PgPool;
 pub enum Expect {
     /// `succeeded`.
     Succeed,
-    /// `dead`, its last error containing the text.
-    Dead(&'static str),
+    /// `dead`, its last error containing one of the texts.
+    Dead(&'static [&'static str]),
 }
 
 /// What the orchestrator knows it enqueued.
@@ -105,11 +105,11 @@ pub async fn classify(pool: &PgPool, ledger: &Ledger) -> Result<Verdict> {
             (Expect::Succeed, Some(j)) if j.state != "succeeded" => {
                 lost.push(format!("{id} ({})", j.state))
             }
-            (Expect::Dead(reason), Some(j)) => {
+            (Expect::Dead(reasons), Some(j)) => {
                 let last = j.errors.last().map(|e| e.1.as_str()).unwrap_or_default();
-                if j.state != "dead" || !last.contains(reason) {
+                if j.state != "dead" || !reasons.iter().any(|r| last.contains(r)) {
                     wrong.push(format!(
-                        "{id} ended {} with last error {last:?}, expected dead with {reason:?}",
+                        "{id} ended {} with last error {last:?}, expected dead with one of {reasons:?}",
                         j.state
                     ));
                 }

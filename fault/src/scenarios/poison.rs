@@ -84,11 +84,13 @@ pub(super) async fn run(st: &mut Stage<'_>) -> Result<Fleet> {
                 0 => (panic_then_ok.push(id), st.ledger.ack(id, Expect::Succeed)),
                 1 => (
                     panic_always.push(id),
-                    st.ledger.ack(id, Expect::Dead("panicked: ")),
+                    // Its last attempt may also be lost to a worker that an aborting job took down.
+                    st.ledger
+                        .ack(id, Expect::Dead(&["panicked: ", "lease expired"])),
                 ),
                 _ => (
                     aborts.push(id),
-                    st.ledger.ack(id, Expect::Dead("lease expired")),
+                    st.ledger.ack(id, Expect::Dead(&["lease expired"])),
                 ),
             };
         }
@@ -99,7 +101,7 @@ pub(super) async fn run(st: &mut Stage<'_>) -> Result<Fleet> {
         .fetch_one(&st.pool)
         .await?;
         st.ledger
-            .ack(id, Expect::Dead("payload does not deserialise"));
+            .ack(id, Expect::Dead(&["payload does not deserialise"]));
         bad.push(id);
     }
     let mut fleet = Fleet::new(st.name, st.worker_spec(8));
