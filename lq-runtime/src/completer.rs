@@ -17,8 +17,8 @@ use crate::{shared::retry_delay, shared::Shared, slots::Slot, stats::Stats};
 pub(crate) struct Completion {
     pub id: i64,
     pub token: Uuid,
-    /// Held only for its drop, which frees the slot.
-    pub _slot: Slot,
+    /// Freed, with the rest of its batch, once the write lands.
+    pub slot: Slot,
 }
 
 /// Drains `rx` until every sender is gone, writing whatever has accumulated while
@@ -44,6 +44,7 @@ pub(crate) async fn run(
                 for chunk in batch.chunks(max) {
                     write(&shared, chunk).await;
                 }
+                Slot::release_all(batch.into_iter().map(|c| c.slot));
                 return;
             }
         };
@@ -51,7 +52,7 @@ pub(crate) async fn run(
             return; // every sender is gone
         }
         write(&shared, &batch).await;
-        batch.clear(); // frees the slots
+        Slot::release_all(batch.drain(..).map(|c| c.slot));
     }
 }
 

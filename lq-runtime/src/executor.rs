@@ -73,7 +73,7 @@ async fn run(shared: Arc<Shared>, queue: String, job: ClaimedJob, mut slot: Slot
             let done = Completion {
                 id: job.id,
                 token: job.lease_token,
-                _slot: slot,
+                slot,
             };
             if shared.completions.send(done).await.is_err() {
                 // The completer is gone (runtime torn down): the lease will expire and
