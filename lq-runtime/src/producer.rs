@@ -59,7 +59,7 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: String, slots: Slots, wake: 
         };
         let got = jobs.len();
         if got > 0 {
-            debug!(queue, got, "claimed");
+            debug!(queue, got, limit, "claimed");
             Stats::add(&shared.stats.claimed, got as u64);
         }
         for job in jobs {
@@ -68,7 +68,10 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: String, slots: Slots, wake: 
             executor::spawn(shared.clone(), queue.clone(), job, slot);
         }
         if got == limit {
-            continue; // a full batch: there may be more ready right now
+            // A full batch: there may be more ready right now. Let the jobs just
+            // spawned start first, so short ones free their slots for this claim.
+            tokio::task::yield_now().await;
+            continue;
         }
         tokio::select! {
             _ = wake.notified() => {}
