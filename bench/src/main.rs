@@ -1,7 +1,7 @@
 //! lq-bench: litequeue's benchmark program.
 //!
 //! `cargo run --release -p lq-bench -- [--quick] [--json out.json] [--md out.md]
-//! [--only enqueue,bulk,drain,latency,sustained,retained,startup]
+//! [--only enqueue,bulk,drain,latency,retained,startup,sustained]
 //! [--ceiling FILE | --ceiling-script PATH | --no-ceiling]`
 //!
 //! Creates its own database (`lq_bench`, dropped and recreated) on the server of
@@ -23,16 +23,17 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 use scenarios::Ctx;
 
-/// Run order. Latency comes before the sustained runs: their four minutes of
-/// saturation leave the machine busy (writeback, load) for a while afterwards.
+/// Run order. The sustained runs come last: their four minutes of saturation
+/// leave gigabytes of disk writeback behind (every run also waits for writeback
+/// to finish first, see `db::settle`).
 const SCENARIOS: [&str; 7] = [
     "enqueue",
     "bulk",
     "drain",
     "latency",
-    "sustained",
     "retained",
     "startup",
+    "sustained",
 ];
 
 struct Args {
