@@ -65,15 +65,20 @@ impl Slot {
         self.handler = None;
     }
 
-    /// Frees the leases of many finished jobs at once, so the claimer wakes to the
-    /// whole batch's room rather than to the first slot of it.
+    /// Frees the leases of many finished jobs at once, so each queue's claimer
+    /// wakes to the whole batch's room rather than to the first slot of it. A
+    /// batch may hold jobs of several queues: permits merge per queue.
     pub fn release_all(slots: impl IntoIterator<Item = Slot>) {
-        let mut all: Option<OwnedSemaphorePermit> = None;
+        let mut per_queue: Vec<OwnedSemaphorePermit> = Vec::new();
         for slot in slots {
             drop(slot.handler);
-            match &mut all {
-                Some(p) => p.merge(slot.lease),
-                None => all = Some(slot.lease),
+            let lease = slot.lease;
+            match per_queue
+                .iter_mut()
+                .find(|p| Arc::ptr_eq(p.semaphore(), lease.semaphore()))
+            {
+                Some(p) => p.merge(lease),
+                None => per_queue.push(lease),
             }
         }
     }

@@ -53,6 +53,37 @@ async fn ten_thousand_jobs_across_four_runtimes_run_exactly_once() {
     assert_eq!(db.count("succeeded").await, 10_000);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_runtime_serving_two_queues_completes_both() {
+    // Successes of both queues share completion batches; each queue's leases
+    // must go back to its own limit.
+    let db = TestDb::new().await;
+    let ledger = Ledger::default();
+    let rt = Runtime::builder(db.pool.clone())
+        .queue("default", 4)
+        .queue("other", 3)
+        .state(ledger.clone())
+        .start()
+        .await
+        .unwrap();
+    for round in 0..5u64 {
+        for queue in ["default", "other"] {
+            let jobs = (0..200).map(|n| Noop {
+                n: round * 1000 + n,
+            });
+            Noop::enqueue_many(&db.pool, jobs, EnqueueOptions::new().queue(queue))
+                .await
+                .unwrap();
+        }
+    }
+    db.wait_idle(LIMIT).await;
+    rt.shutdown().await.unwrap();
+    assert_eq!(db.count("succeeded").await, 2000);
+    let counts = ledger.counts();
+    assert_eq!(counts.len(), 2000);
+    assert!(counts.values().all(|&c| c == 1));
+}
+
 #[tokio::test]
 async fn the_runtime_claims_only_kinds_it_can_run() {
     let db = TestDb::new().await;
