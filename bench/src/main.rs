@@ -17,6 +17,7 @@ mod jobs;
 mod report;
 mod scenarios;
 mod stats;
+mod writeback;
 
 use std::path::PathBuf;
 
@@ -25,7 +26,7 @@ use scenarios::Ctx;
 
 /// Run order. The sustained runs come last: their four minutes of saturation
 /// leave gigabytes of disk writeback behind (every run also waits for writeback
-/// to finish first, see `db::settle`).
+/// to finish first, see `writeback`).
 const SCENARIOS: [&str; 7] = [
     "enqueue",
     "bulk",

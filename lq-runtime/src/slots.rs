@@ -81,5 +81,6 @@ impl Slot {
                 None => per_queue.push(lease),
             }
         }
+        drop(per_queue); // one release, and one wake-up, per queue
     }
 }
