@@ -11,8 +11,8 @@ use uuid::Uuid;
 use crate::{shared::retry_delay, shared::Shared, slots::Slot, stats::Stats};
 
 /// A job whose `perform` returned `Ok`, waiting to be marked succeeded. It keeps
-/// its lease slot until the write lands, so a queue never holds more than twice
-/// its concurrency of leased jobs.
+/// its lease slot until the write lands, so a queue never holds more than
+/// `LEASES_PER_HANDLER` times its concurrency of leased jobs.
 #[derive(Debug)]
 pub(crate) struct Completion {
     pub id: i64,

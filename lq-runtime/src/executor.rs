@@ -35,6 +35,7 @@ pub(crate) fn spawn(shared: Arc<Shared>, queue: String, job: ClaimedJob, slot: S
 }
 
 async fn run(shared: Arc<Shared>, queue: String, job: ClaimedJob, mut slot: Slot) {
+    slot.started();
     let Some(desc) = shared.registry.get(&job.kind) else {
         // Claims filter on known kinds, so this only happens if the registry changed.
         warn!(

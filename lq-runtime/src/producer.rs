@@ -70,7 +70,10 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: String, slots: Slots, wake: 
         if got == limit {
             // A full batch: there may be more ready right now. Let the jobs just
             // spawned start first, so short ones free their slots for this claim.
-            tokio::task::yield_now().await;
+            tokio::select! {
+                _ = slots.all_started() => {}
+                _ = shared.stopping.cancelled() => return,
+            }
             continue;
         }
         tokio::select! {

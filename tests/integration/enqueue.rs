@@ -195,3 +195,22 @@ async fn malformed_queue_name_is_a_typed_error() {
     }
     assert_eq!(db.count("queued").await, 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_pool_enqueue_is_followed_by_a_notify() {
+    let db = TestDb::new().await;
+    let mut listener = sqlx::postgres::PgListener::connect_with(&db.pool)
+        .await
+        .unwrap();
+    listener.listen("lq_jobs").await.unwrap();
+    // Each enqueue follows the previous NOTIFY closely, so many land inside the
+    // notifier's gap between NOTIFYs: those must still get one after the gap.
+    for n in 0..50 {
+        Noop { n }.enqueue(&db.pool).await.unwrap();
+        let note = tokio::time::timeout(Duration::from_secs(5), listener.recv())
+            .await
+            .unwrap_or_else(|_| panic!("no NOTIFY followed enqueue {n}"))
+            .unwrap();
+        assert_eq!(note.payload(), "default");
+    }
+}

@@ -340,7 +340,7 @@ impl Perform for Gauged {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_queue_runs_at_most_its_concurrency_and_leases_at_most_twice_that() {
+async fn a_queue_runs_at_most_its_concurrency_and_leases_at_most_three_times_that() {
     let db = TestDb::new().await;
     Gauged::enqueue_many(&db.pool, (0..1000).map(|_| Gauged), EnqueueOptions::new())
         .await
@@ -372,7 +372,7 @@ async fn a_queue_runs_at_most_its_concurrency_and_leases_at_most_twice_that() {
         "{most_running} handlers ran at once with 4 slots"
     );
     assert!(
-        most_leased <= 8,
+        most_leased <= 12,
         "{most_leased} jobs leased at once by a queue with 4 slots"
     );
 }
@@ -448,6 +448,8 @@ async fn notify_wakes_workers_for_pool_and_transaction_enqueues() {
         for t in tasks {
             t.await.unwrap();
         }
+        // The last of a burst is notified too, after the notifier's gap.
+        db.wait_idle(Duration::from_secs(20)).await;
         // ... and one in a transaction (NOTIFY at commit).
         let mut tx = db.pool.begin().await.unwrap();
         Noop { n: round }.enqueue(&mut tx).await.unwrap();
