@@ -111,17 +111,23 @@ impl RuntimeBuilder {
             .iter()
             .map(|(q, _)| (q.clone(), Arc::new(Notify::new())))
             .collect();
-        let size = self
-            .config
-            .pool_size
-            .unwrap_or(2 * self.queues.len() as u32 + 4);
+        let queues = self.queues.len() as u32;
+        let size = self.config.pool_size.unwrap_or(queues + 4);
+        let options = self.pool.connect_options().as_ref().clone();
         let pool = PgPoolOptions::new()
             .max_connections(size.max(2))
             .test_before_acquire(false)
             .acquire_timeout(self.config.db_timeout)
-            .connect_lazy_with(self.pool.connect_options().as_ref().clone());
+            .connect_lazy_with(options.clone());
+        // One claim connection per queue, with the plan mode `job_claim` wants.
+        let claim_pool = PgPoolOptions::new()
+            .max_connections(queues.max(1))
+            .test_before_acquire(false)
+            .acquire_timeout(self.config.db_timeout)
+            .connect_lazy_with(options.options([("plan_cache_mode", "force_generic_plan")]));
         let shared = Arc::new(Shared {
             pool,
+            claim_pool,
             config: self.config,
             kinds: runnable.iter().map(|d| d.kind.to_owned()).collect(),
             lease_secs: runnable

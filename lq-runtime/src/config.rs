@@ -32,10 +32,11 @@ pub struct RuntimeConfig {
     pub unknown_kind_grace: Option<Duration>,
     /// Name recorded as the lease owner (default `host:pid:random`).
     pub owner: String,
-    /// Connections of the runtime's own pool (default `None`: two per queue plus
-    /// four). The runtime opens its own pool with the application pool's connect
-    /// options, so a starved application pool cannot stall claims, completions or
-    /// leases, and it skips the per-acquire ping, which would double every round trip.
+    /// Connections of the runtime's own pool (default `None`: one per queue plus
+    /// four), besides one claim connection per queue. The runtime opens its own
+    /// pools with the application pool's connect options, so a starved application
+    /// pool cannot stall claims, completions or leases, and it skips the
+    /// per-acquire ping, which would double every round trip.
     pub pool_size: Option<u32>,
 }
 

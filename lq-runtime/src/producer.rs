@@ -27,7 +27,7 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: String, slots: Slots, wake: 
         }
         let limit = free.min(shared.config.max_claim_batch);
         let claimed = shared
-            .with_conn("job_claim", |mut conn| {
+            .with_claim_conn("job_claim", |mut conn| {
                 let shared = &shared;
                 let queue = &queue;
                 async move {

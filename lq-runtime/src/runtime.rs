@@ -127,7 +127,10 @@ impl Runtime {
         join("completer", self.completer.take()).await?;
         self.heartbeat_stop.cancel();
         join("heartbeat", self.heartbeat.take()).await?;
-        let _ = tokio::time::timeout(shared.config.db_timeout, shared.pool.close()).await;
+        let _ = tokio::time::timeout(shared.config.db_timeout, async {
+            tokio::join!(shared.pool.close(), shared.claim_pool.close())
+        })
+        .await;
         shared.hard_stop.cancel();
         info!("litequeue runtime stopped");
         Ok(())

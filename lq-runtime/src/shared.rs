@@ -12,6 +12,8 @@ use crate::{inflight::Inflight, stats::Stats, RuntimeConfig};
 /// Everything the runtime's tasks share.
 pub(crate) struct Shared {
     pub pool: PgPool,
+    /// Connections for claims only (see `lq_core::db::claim::job_claim`).
+    pub claim_pool: PgPool,
     pub config: RuntimeConfig,
     pub registry: Registry,
     pub state: AppState,
@@ -39,8 +41,30 @@ impl Shared {
         F: FnOnce(PoolConnection<Postgres>) -> Fut,
         Fut: Future<Output = Result<T, Error>>,
     {
-        db::timed(op, self.config.db_timeout, async {
-            let conn = self.pool.acquire().await.map_err(db::err(op))?;
+        Self::on(&self.pool, op, self.config.db_timeout, f).await
+    }
+
+    /// [`Shared::with_conn`] on a claim connection.
+    pub async fn with_claim_conn<T, F, Fut>(&self, op: &'static str, f: F) -> Result<T, Error>
+    where
+        F: FnOnce(PoolConnection<Postgres>) -> Fut,
+        Fut: Future<Output = Result<T, Error>>,
+    {
+        Self::on(&self.claim_pool, op, self.config.db_timeout, f).await
+    }
+
+    async fn on<T, F, Fut>(
+        pool: &PgPool,
+        op: &'static str,
+        timeout: Duration,
+        f: F,
+    ) -> Result<T, Error>
+    where
+        F: FnOnce(PoolConnection<Postgres>) -> Fut,
+        Fut: Future<Output = Result<T, Error>>,
+    {
+        db::timed(op, timeout, async {
+            let conn = pool.acquire().await.map_err(db::err(op))?;
             f(conn).await
         })
         .await
