@@ -119,15 +119,16 @@ impl RuntimeBuilder {
             .test_before_acquire(false)
             .acquire_timeout(self.config.db_timeout)
             .connect_lazy_with(options.clone());
-        // One claim connection per queue, with the plan mode `job_claim` wants.
-        let claim_pool = PgPoolOptions::new()
-            .max_connections(queues.max(1))
+        // The hot path: a claimer per queue and the completer, with the plan mode
+        // `job_claim` and `job_complete_many` are written for.
+        let hot_pool = PgPoolOptions::new()
+            .max_connections(queues + 1)
             .test_before_acquire(false)
             .acquire_timeout(self.config.db_timeout)
             .connect_lazy_with(options.options([("plan_cache_mode", "force_generic_plan")]));
         let shared = Arc::new(Shared {
             pool,
-            claim_pool,
+            hot_pool,
             config: self.config,
             kinds: runnable.iter().map(|d| d.kind.to_owned()).collect(),
             lease_secs: runnable

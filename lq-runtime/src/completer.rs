@@ -5,7 +5,7 @@ use std::sync::Arc;
 use lq_core::{chain, db};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use tracing::warn;
+use tracing::{debug, warn};
 use uuid::Uuid;
 
 use crate::{shared::retry_delay, shared::Shared, slots::Slot, stats::Stats};
@@ -60,9 +60,10 @@ async fn write(shared: &Shared, batch: &[Completion]) {
     let ids: Vec<i64> = batch.iter().map(|c| c.id).collect();
     let tokens: Vec<Uuid> = batch.iter().map(|c| c.token).collect();
     let mut failures = 0u32;
+    let began = std::time::Instant::now();
     let done = loop {
         let r = shared
-            .with_conn("job_complete_many", |mut conn| {
+            .with_hot_conn("job_complete_many", |mut conn| {
                 let (ids, tokens) = (&ids, &tokens);
                 async move { db::finish::job_complete_many(&mut conn, ids, tokens).await }
             })
@@ -80,6 +81,8 @@ async fn write(shared: &Shared, batch: &[Completion]) {
             }
         }
     };
+    let ms = began.elapsed().as_secs_f64() * 1e3;
+    debug!(jobs = ids.len(), ms, "marked succeeded");
     Stats::add(&shared.stats.succeeded, done.len() as u64);
     let lost = ids.len() - done.len();
     if lost > 0 {

@@ -26,8 +26,9 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: String, slots: Slots, wake: 
             continue;
         }
         let limit = free.min(shared.config.max_claim_batch);
+        let began = std::time::Instant::now();
         let claimed = shared
-            .with_claim_conn("job_claim", |mut conn| {
+            .with_hot_conn("job_claim", |mut conn| {
                 let shared = &shared;
                 let queue = &queue;
                 async move {
@@ -59,7 +60,8 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: String, slots: Slots, wake: 
         };
         let got = jobs.len();
         if got > 0 {
-            debug!(queue, got, limit, "claimed");
+            let ms = began.elapsed().as_secs_f64() * 1e3;
+            debug!(queue, got, limit, ms, "claimed");
             Stats::add(&shared.stats.claimed, got as u64);
         }
         for job in jobs {

@@ -128,7 +128,7 @@ impl Runtime {
         self.heartbeat_stop.cancel();
         join("heartbeat", self.heartbeat.take()).await?;
         let _ = tokio::time::timeout(shared.config.db_timeout, async {
-            tokio::join!(shared.pool.close(), shared.claim_pool.close())
+            tokio::join!(shared.pool.close(), shared.hot_pool.close())
         })
         .await;
         shared.hard_stop.cancel();

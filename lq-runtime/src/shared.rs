@@ -12,8 +12,9 @@ use crate::{inflight::Inflight, stats::Stats, RuntimeConfig};
 /// Everything the runtime's tasks share.
 pub(crate) struct Shared {
     pub pool: PgPool,
-    /// Connections for claims only (see `lq_core::db::claim::job_claim`).
-    pub claim_pool: PgPool,
+    /// Connections for claims and completions only, which force generic plans
+    /// (see `lq_core::db::claim::job_claim`).
+    pub hot_pool: PgPool,
     pub config: RuntimeConfig,
     pub registry: Registry,
     pub state: AppState,
@@ -44,13 +45,13 @@ impl Shared {
         Self::on(&self.pool, op, self.config.db_timeout, f).await
     }
 
-    /// [`Shared::with_conn`] on a claim connection.
-    pub async fn with_claim_conn<T, F, Fut>(&self, op: &'static str, f: F) -> Result<T, Error>
+    /// [`Shared::with_conn`] on a hot-path connection: claims and completions only.
+    pub async fn with_hot_conn<T, F, Fut>(&self, op: &'static str, f: F) -> Result<T, Error>
     where
         F: FnOnce(PoolConnection<Postgres>) -> Fut,
         Fut: Future<Output = Result<T, Error>>,
     {
-        Self::on(&self.claim_pool, op, self.config.db_timeout, f).await
+        Self::on(&self.hot_pool, op, self.config.db_timeout, f).await
     }
 
     async fn on<T, F, Fut>(

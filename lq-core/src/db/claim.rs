@@ -29,7 +29,7 @@ pub struct ClaimedJob {
 /// more than `limit` rows. `lease_secs[i]` is the lease for `kinds[i]`. The attempt
 /// is counted here, so a job that kills its worker still runs out of attempts.
 ///
-/// Run it with `plan_cache_mode = force_generic_plan` (the runtime's claim
+/// Run it with `plan_cache_mode = force_generic_plan` (the runtime's hot-path
 /// connections are opened so): its generic plan is the good one (pickup index,
 /// then the primary key), and it saves a fresh plan per claim, which cost as much
 /// as a third of a 100-row claim. Left to choose, PostgreSQL keeps planning anew,

@@ -15,7 +15,9 @@ use crate::{Error, JobState};
 /// Rows are found and locked by `held_rows!`. No `state` test is needed (one
 /// would let the planner pick the partial running-rows index from stale
 /// statistics): the table's check constraint makes "has a lease token" the same
-/// as "running".
+/// as "running". Like the claim, it is written to be run with a generic plan
+/// (the runtime's hot-path connections force one): both steps go through the
+/// primary key.
 pub async fn job_complete_many(
     conn: &mut PgConnection,
     ids: &[i64],
@@ -27,8 +29,7 @@ pub async fn job_complete_many(
          update lq.jobs j
          set state = case when j.cancel_requested_at is null then 'succeeded' else 'cancelled' end::lq.job_state,
              finished_at = now(), lease_token = null, lease_owner = null, lease_expires_at = null
-         from held
-         where j.id = held.id
+         where j.id = any(array(select id from held))
          returning j.id"
     ))
     .bind(ids)
