@@ -39,6 +39,8 @@ const MIN_GAP: Duration = Duration::from_millis(1);
 struct Slot {
     pending: AtomicBool,
     sending: AtomicBool,
+    /// When the last NOTIFY started; only the sending task touches it.
+    last_sent: Mutex<Option<Instant>>,
 }
 
 fn slots() -> &'static Mutex<HashMap<String, Arc<Slot>>> {
@@ -71,8 +73,15 @@ pub(crate) fn poke(pool: &PgPool, queue: &str) {
 
 async fn send_while_pending(pool: PgPool, queue: String, slot: Arc<Slot>) {
     loop {
-        if slot.pending.swap(false, Ordering::SeqCst) {
-            let started = Instant::now();
+        if slot.pending.load(Ordering::SeqCst) {
+            // Wait out the gap only when the last NOTIFY was that recent (a burst):
+            // pokes meanwhile are coalesced into the one that follows.
+            let last = *slot.last_sent.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(last) = last.filter(|l| l.elapsed() < MIN_GAP) {
+                tokio::time::sleep_until(last + MIN_GAP).await;
+            }
+            slot.pending.store(false, Ordering::SeqCst);
+            *slot.last_sent.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
             let sent = db::timed(
                 "queue_notify",
                 NOTIFY_TIMEOUT,
@@ -83,12 +92,10 @@ async fn send_while_pending(pool: PgPool, queue: String, slot: Arc<Slot>) {
                 // Only a hint: workers poll anyway.
                 tracing::debug!(queue, error = %crate::chain(&e), "wake-up NOTIFY failed");
             }
-            // Pokes during the gap are coalesced into one NOTIFY after it.
-            tokio::time::sleep_until(started + MIN_GAP).await;
             continue;
         }
         slot.sending.store(false, Ordering::SeqCst);
-        // A poke may have landed between the swap and the store: take it over.
+        // A poke may have landed after the check above: take it over.
         if !(slot.pending.load(Ordering::SeqCst)
             && slot
                 .sending
