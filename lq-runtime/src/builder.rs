@@ -119,13 +119,11 @@ impl RuntimeBuilder {
             .test_before_acquire(false)
             .acquire_timeout(self.config.db_timeout)
             .connect_lazy_with(options.clone());
-        // The hot path: a claimer per queue and the completer, with the plan mode
-        // `job_claim` and `job_complete_many` are written for.
         let hot_pool = PgPoolOptions::new()
             .max_connections(queues + 1)
             .test_before_acquire(false)
             .acquire_timeout(self.config.db_timeout)
-            .connect_lazy_with(options.options([("plan_cache_mode", "force_generic_plan")]));
+            .connect_lazy_with(options.options(HOT_PATH_SETTINGS));
         let shared = Arc::new(Shared {
             pool,
             hot_pool,
@@ -153,6 +151,22 @@ impl RuntimeBuilder {
         ))
     }
 }
+
+/// Settings of the hot-path connections: a claimer per queue and the completer.
+///
+/// `job_claim` and `job_complete_many` are planned once per connection and reused
+/// (a fresh plan per call cost up to a third of a 100-row claim). That one plan
+/// may be made while `lq.jobs` is empty or was never analyzed, when a scan of the
+/// whole table looks cheapest, and it would stay in use as the table grows (one
+/// measured at 300,000 rows: 205 ms per claim instead of 1.7 ms). Both statements
+/// only ever need the pickup index in order and the primary key, so on these
+/// connections full scans, bitmap scans and sorts are ruled out.
+const HOT_PATH_SETTINGS: [(&str, &str); 4] = [
+    ("plan_cache_mode", "force_generic_plan"),
+    ("enable_seqscan", "off"),
+    ("enable_bitmapscan", "off"),
+    ("enable_sort", "off"),
+];
 
 async fn check_schema(pool: &PgPool, timeout: Duration) -> Result<(), lq_core::Error> {
     let found =

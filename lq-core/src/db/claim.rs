@@ -29,11 +29,11 @@ pub struct ClaimedJob {
 /// more than `limit` rows. `lease_secs[i]` is the lease for `kinds[i]`. The attempt
 /// is counted here, so a job that kills its worker still runs out of attempts.
 ///
-/// Run it with `plan_cache_mode = force_generic_plan` (the runtime's hot-path
-/// connections are opened so): its generic plan is the good one (pickup index,
-/// then the primary key), and it saves a fresh plan per claim, which cost as much
-/// as a third of a 100-row claim. Left to choose, PostgreSQL keeps planning anew,
-/// because a generic `limit $3` is costed as a tenth of the table.
+/// The runtime runs it on connections that force one generic plan, with table
+/// scans and sorts ruled out (`HOT_PATH_SETTINGS` in `lq-runtime`): the pickup
+/// index in order, then the primary key. That saves a fresh plan per claim, which
+/// cost as much as a third of a 100-row claim; left to choose, PostgreSQL keeps
+/// planning anew, because a generic `limit $3` is costed as a tenth of the table.
 pub async fn job_claim(
     conn: &mut PgConnection,
     queue: &str,
