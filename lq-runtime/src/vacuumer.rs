@@ -16,7 +16,7 @@ const CHECK_EVERY: Duration = Duration::from_secs(5);
 /// Dead rows tolerated before vacuuming: this many, or this fraction of live rows.
 /// Finished jobs stay in the table, so a fraction of live rows grows with the
 /// history: at 20 % a busy queue (26k jobs/s offered, 3M rows after two minutes)
-/// let 785k dead rows pile up and completions fell from 26k to 19k/s; at 2 % the
+/// let 785k dead rows pile up and completions fell from 28k to 19k/s; at 2 % the
 /// dead rows stayed under 265k and the rate stayed flat (`scripts/bench --only
 /// sustained`).
 const MIN_DEAD: i64 = 20_000;
