@@ -33,11 +33,11 @@ pub struct RuntimeConfig {
     /// Name recorded as the lease owner (default `host:pid:random`).
     pub owner: String,
     /// Connections of the runtime's own pool (default `None`: one per queue plus
-    /// four), besides one hot-path connection per queue plus one (claims and
-    /// completions). The runtime opens its own
-    /// pools with the application pool's connect options, so a starved application
-    /// pool cannot stall claims, completions or leases, and it skips the
-    /// per-acquire ping, which would double every round trip.
+    /// four), besides its hot-path connections (one per queue plus one, for claims
+    /// and completions). The runtime opens its own pools with the application
+    /// pool's connect options, so a starved application pool cannot stall claims,
+    /// completions or leases, and it skips the per-acquire ping, which would
+    /// double every round trip.
     pub pool_size: Option<u32>,
 }
 

@@ -18,7 +18,7 @@ use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 /// Leases a queue may hold per handler slot: one for the running job and two for
 /// finished jobs whose success is not written yet (the batch being written and the
 /// one gathering). With two, claims at concurrency 100 averaged 78 jobs instead of
-/// 100, because the claimer waited for completions to land.
+/// 98, because the claimer waited for completions to land.
 pub(crate) const LEASES_PER_HANDLER: usize = 3;
 
 /// The two limits of one queue.
