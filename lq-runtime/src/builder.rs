@@ -3,7 +3,10 @@
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use lq_core::{validate_name, AppState, Registry};
-use sqlx::{postgres::PgPoolOptions, PgPool};
+use sqlx::{
+    postgres::{PgConnectOptions, PgPoolOptions},
+    PgPool,
+};
 use tokio::sync::{mpsc, Notify};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
@@ -114,16 +117,9 @@ impl RuntimeBuilder {
         let queues = self.queues.len() as u32;
         let size = self.config.pool_size.unwrap_or(queues + 4);
         let options = self.pool.connect_options().as_ref().clone();
-        let pool = PgPoolOptions::new()
-            .max_connections(size.max(2))
-            .test_before_acquire(false)
-            .acquire_timeout(self.config.db_timeout)
-            .connect_lazy_with(options.clone());
-        let hot_pool = PgPoolOptions::new()
-            .max_connections(queues + 1)
-            .test_before_acquire(false)
-            .acquire_timeout(self.config.db_timeout)
-            .connect_lazy_with(options.options(HOT_PATH_SETTINGS));
+        let timeout = self.config.db_timeout;
+        let pool = runtime_pool(size.max(2), timeout, options.clone());
+        let hot_pool = runtime_pool(queues + 1, timeout, options.options(HOT_PATH_SETTINGS));
         let shared = Arc::new(Shared {
             pool,
             hot_pool,
@@ -150,6 +146,16 @@ impl RuntimeBuilder {
             cron_jobs,
         ))
     }
+}
+
+/// A pool of the runtime's own: no ping per acquire (it would double every round
+/// trip), and acquiring bounded by the db timeout.
+fn runtime_pool(size: u32, timeout: Duration, options: PgConnectOptions) -> PgPool {
+    PgPoolOptions::new()
+        .max_connections(size)
+        .test_before_acquire(false)
+        .acquire_timeout(timeout)
+        .connect_lazy_with(options)
 }
 
 /// Settings of the hot-path connections: a claimer per queue and the completer.

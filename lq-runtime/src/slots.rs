@@ -116,7 +116,6 @@ impl Slot {
     pub fn release_all(slots: impl IntoIterator<Item = Slot>) {
         let mut per_queue: Vec<OwnedSemaphorePermit> = Vec::new();
         for slot in slots {
-            drop(slot.unstarted);
             drop(slot.handler);
             let lease = slot.lease;
             match per_queue
