@@ -214,3 +214,48 @@ async fn every_pool_enqueue_is_followed_by_a_notify() {
         assert_eq!(note.payload(), "default");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pool_enqueue_notify_uses_a_connection_of_its_own_and_survives_losing_it() {
+    let db = TestDb::new().await;
+    let mut listener = sqlx::postgres::PgListener::connect_with(&db.pool)
+        .await
+        .unwrap();
+    listener.listen("lq_jobs").await.unwrap();
+    let notifiers = "select count(*) from pg_stat_activity
+                     where datname = current_database() and application_name = 'lq-notifier'";
+    for n in 0..3 {
+        Noop { n }.enqueue(&db.pool).await.unwrap();
+        let note = tokio::time::timeout(Duration::from_secs(5), listener.recv())
+            .await
+            .unwrap_or_else(|_| panic!("no NOTIFY followed enqueue {n}"))
+            .unwrap();
+        assert_eq!(note.payload(), "default");
+        if n == 1 {
+            // Sent through the pool: the killed connection failed and was dropped.
+            continue;
+        }
+        // Not a connection borrowed from the application's pool, and only one.
+        let count: i64 = sqlx::query_scalar(notifiers)
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+        assert_eq!(count, 1, "after enqueue {n}");
+        if n == 0 {
+            let killed: Vec<bool> = sqlx::query_scalar(
+                "select pg_terminate_backend(pid) from pg_stat_activity
+                 where datname = current_database() and application_name = 'lq-notifier'",
+            )
+            .fetch_all(&db.pool)
+            .await
+            .unwrap();
+            assert_eq!(killed, [true]);
+            db.wait_for(
+                "the notifier's backend to exit",
+                &format!("select ({notifiers}) = 0"),
+                Duration::from_secs(10),
+            )
+            .await;
+        }
+    }
+}

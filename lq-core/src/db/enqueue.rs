@@ -120,13 +120,16 @@ const INSERT_MANY_UNIQUE: &str = "with ins as (
      having case when coalesce(bool_or(ready), false) and $9
                  then (select true from pg_notify('lq_jobs', $2)) else true end";
 
-/// Sends the wake-up NOTIFY for `queue` in its own short transaction.
-pub async fn queue_notify(pool: &sqlx::PgPool, queue: &str) -> Result<(), Error> {
-    sqlx::query("select pg_notify('lq_jobs', $1)")
-        .bind(queue)
-        .execute(pool)
+/// Sends the wake-up NOTIFY for each of `queues` in one short transaction.
+pub async fn queues_notify<'c>(
+    conn: impl sqlx::PgExecutor<'c>,
+    queues: &[String],
+) -> Result<(), Error> {
+    sqlx::query("select pg_notify('lq_jobs', q) from unnest($1::text[]) as q")
+        .bind(queues)
+        .execute(conn)
         .await
-        .map_err(err("queue_notify"))?;
+        .map_err(err("queues_notify"))?;
     Ok(())
 }
 
