@@ -157,7 +157,7 @@ async fn send_while_poked(notifier: Arc<Notifier>, opts: PgConnectOptions) {
             continue;
         }
         if let Some(c) = conn.take() {
-            let _ = c.close().await;
+            let _ = tokio::time::timeout(NOTIFY_TIMEOUT, c.close()).await;
         }
         notifier.running.store(false, Ordering::SeqCst);
         // A poke may have landed after the check above: take it over.
