@@ -2,13 +2,16 @@
 //!
 //! `cargo run --release -p lq-bench -- [--quick] [--json out.json] [--md out.md]
 //! [--only enqueue,bulk,drain,latency,retained,startup,sustained]
-//! [--ceiling FILE | --ceiling-script PATH | --no-ceiling]`
+//! [--ceiling FILE | --ceiling-script PATH | --no-ceiling] [--ceiling-after-script PATH]`
 //!
 //! Creates its own database (`lq_bench`, dropped and recreated) on the server of
 //! DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres), runs each
 //! scenario three times and prints one table: the litequeue figure (median
 //! [min–max]), the matching row of the raw-SQL ceiling measured on the same server,
-//! and their ratio. `scripts/bench` is the one command that runs it all.
+//! and their ratio. With `--ceiling-after-script` the ceiling runs once more after
+//! the scenarios and each ratio is also taken against that second measurement: the
+//! host's speed drifts within a run. `scripts/bench` is the one command that runs
+//! it all.
 
 mod ceiling;
 mod cpu;
@@ -44,6 +47,7 @@ struct Args {
     only: Vec<String>,
     ceiling_file: Option<PathBuf>,
     ceiling_script: Option<PathBuf>,
+    ceiling_after_script: Option<PathBuf>,
     no_ceiling: bool,
 }
 
@@ -55,6 +59,7 @@ fn args() -> Result<Args> {
         only: SCENARIOS.iter().map(|s| s.to_string()).collect(),
         ceiling_file: None,
         ceiling_script: None,
+        ceiling_after_script: None,
         no_ceiling: false,
     };
     let mut it = std::env::args().skip(1);
@@ -66,6 +71,7 @@ fn args() -> Result<Args> {
             "--md" => a.md = Some(value()?.into()),
             "--ceiling" => a.ceiling_file = Some(value()?.into()),
             "--ceiling-script" => a.ceiling_script = Some(value()?.into()),
+            "--ceiling-after-script" => a.ceiling_after_script = Some(value()?.into()),
             "--no-ceiling" => a.no_ceiling = true,
             "--only" => {
                 a.only = value()?
@@ -78,7 +84,7 @@ fn args() -> Result<Args> {
                 }
             }
             "-h" | "--help" => {
-                println!("usage: lq-bench [--quick] [--json FILE] [--md FILE] [--only {}] [--ceiling FILE | --ceiling-script PATH | --no-ceiling]", SCENARIOS.join(","));
+                println!("usage: lq-bench [--quick] [--json FILE] [--md FILE] [--only {}] [--ceiling FILE | --ceiling-script PATH | --no-ceiling] [--ceiling-after-script PATH]", SCENARIOS.join(","));
                 std::process::exit(0);
             }
             other => bail!("unknown argument {other} (see --help)"),
@@ -161,6 +167,17 @@ async fn main() -> Result<()> {
     }
     if let Some(c) = &ctx.ceiling {
         ctx.report.detail("ceiling_output", c.raw.clone().into());
+    }
+    let mut header = header;
+    if let (Some(script), false) = (&a.ceiling_after_script, a.no_ceiling) {
+        scenarios::announce("ceiling again, after the scenarios");
+        let admin = admin_url.parse().context("parsing DATABASE_URL")?;
+        let text = ceiling::run(script, &admin)?;
+        print!("{text}");
+        let after = ceiling::Ceiling::parse(&text);
+        ctx.report.rerate(&after);
+        ctx.report.detail("ceiling_after_output", text.into());
+        header += &format!(" Ceiling measured again after the scenarios: {}.", after.header);
     }
     let md = ctx.report.markdown(&header);
     println!("\n{md}");

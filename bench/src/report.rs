@@ -2,6 +2,8 @@
 
 use serde_json::{json, Map, Value};
 
+use crate::ceiling::{self, Ceiling};
+
 /// One line of the table.
 #[derive(Debug, Clone)]
 pub struct Row {
@@ -11,6 +13,11 @@ pub struct Row {
     pub reference: String,
     /// figure / reference, when both are rates.
     pub ratio: Option<f64>,
+    /// The figure's median rate and its ceiling row, when the reference is one,
+    /// so the ratio can be taken again against a ceiling measured after the run.
+    pub against: Option<(f64, ceiling::Row)>,
+    /// figure / the same ceiling row measured after every scenario.
+    pub ratio_after: Option<f64>,
 }
 
 /// Everything a run produced.
@@ -29,12 +36,46 @@ impl Report {
         reference: impl Into<String>,
         ratio: Option<f64>,
     ) {
-        let row = Row {
+        self.push(Row {
             scenario: scenario.into(),
             figure: figure.into(),
             reference: reference.into(),
             ratio,
-        };
+            against: None,
+            ratio_after: None,
+        });
+    }
+
+    /// A rate whose reference is ceiling row `reference` (if the ceiling ran).
+    pub fn row_vs_ceiling(
+        &mut self,
+        scenario: impl Into<String>,
+        figure: impl Into<String>,
+        median: f64,
+        reference: Option<&ceiling::Row>,
+    ) {
+        self.push(Row {
+            scenario: scenario.into(),
+            figure: figure.into(),
+            reference: reference.map_or("n/a".into(), |r| r.describe()),
+            ratio: reference.map(|r| median / r.rate),
+            against: reference.map(|r| (median, r.clone())),
+            ratio_after: None,
+        });
+    }
+
+    /// Takes every ceiling ratio again against `after`, the ceiling measured once
+    /// more when the scenarios are done: the host's speed drifts within a run, so
+    /// the two ratios bracket the figure.
+    pub fn rerate(&mut self, after: &Ceiling) {
+        for r in &mut self.rows {
+            if let Some((median, row)) = &r.against {
+                r.ratio_after = after.find(&row.label, row.clients).map(|a| median / a.rate);
+            }
+        }
+    }
+
+    fn push(&mut self, row: Row) {
         println!(
             "  => {} | {} | {} | {}",
             row.scenario,
@@ -56,15 +97,24 @@ impl Report {
     }
 
     pub fn markdown(&self, header: &str) -> String {
-        let mut s = format!("{header}\n\n| scenario | litequeue | matching ceiling row | ratio |\n|---|---|---|---|\n");
+        let after = self.rows.iter().any(|r| r.ratio_after.is_some());
+        let mut s = if after {
+            format!("{header}\n\n| scenario | litequeue | matching ceiling row (before the run) | ratio | ratio vs the ceiling after the run |\n|---|---|---|---|---|\n")
+        } else {
+            format!("{header}\n\n| scenario | litequeue | matching ceiling row | ratio |\n|---|---|---|---|\n")
+        };
         for r in &self.rows {
             s += &format!(
-                "| {} | {} | {} | {} |\n",
+                "| {} | {} | {} | {} |",
                 r.scenario,
                 r.figure,
                 r.reference,
                 fmt_ratio(r.ratio)
             );
+            if after {
+                s += &format!(" {} |", fmt_ratio(r.ratio_after));
+            }
+            s += "\n";
         }
         if !self.notes.is_empty() {
             s += "\n";
@@ -79,7 +129,7 @@ impl Report {
         let rows: Vec<Value> = self
             .rows
             .iter()
-            .map(|r| json!({"scenario": r.scenario, "figure": r.figure, "reference": r.reference, "ratio": r.ratio}))
+            .map(|r| json!({"scenario": r.scenario, "figure": r.figure, "reference": r.reference, "ratio": r.ratio, "ratio_vs_ceiling_after": r.ratio_after}))
             .collect();
         json!({ "header": header, "rows": rows, "notes": self.notes, "details": self.details })
     }

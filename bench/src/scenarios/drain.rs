@@ -188,19 +188,11 @@ pub fn report(ctx: &mut Ctx, name: &str, runs: &[DrainRun]) -> f64 {
         .and_then(|c| c.drain_near(claim.median))
         .cloned();
     let one = ctx.ceiling.as_ref().and_then(|c| c.drain_batch1()).cloned();
-    ctx.report.row(
-        name,
-        figure.clone(),
-        near.as_ref().map_or("n/a".into(), |r| r.describe()),
-        near.map(|r| s.median / r.rate),
-    );
+    ctx.report
+        .row_vs_ceiling(name, figure.clone(), s.median, near.as_ref());
     if let Some(one) = one {
-        ctx.report.row(
-            format!("{name} (vs batch 1)"),
-            figure,
-            one.describe(),
-            Some(s.median / one.rate),
-        );
+        ctx.report
+            .row_vs_ceiling(format!("{name} (vs batch 1)"), figure, s.median, Some(&one));
     }
     ctx.report.note(format!(
         "{name}: per job {:.0} WAL bytes, {:.4} commits; avg completion batch {:.0}; CPU cores used: bench process {:.2}, postgres {:.2} (medians of 3)",

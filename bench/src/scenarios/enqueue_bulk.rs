@@ -39,12 +39,8 @@ pub async fn run(ctx: &mut Ctx) -> Result<()> {
         .and_then(|c| c.enqueue_unnest())
         .cloned();
     let name = "2. bulk enqueue, 1,000 jobs/statement, 1 producer";
-    ctx.report.row(
-        name,
-        s.rate(),
-        reference.as_ref().map_or("n/a".into(), |r| r.describe()),
-        reference.map(|r| s.median / r.rate),
-    );
+    ctx.report
+        .row_vs_ceiling(name, s.rate(), s.median, reference.as_ref());
     ctx.report.detail(
         name,
         json!({ "jobs_per_s": s.json(), "secs": secs, "load": loads }),
