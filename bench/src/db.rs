@@ -89,7 +89,8 @@ pub async fn reset(pool: &PgPool, keep_upto: Option<i64>) -> Result<()> {
 }
 
 /// Vacuums, analyzes and checkpoints, then waits for the kernel to write back
-/// dirty pages, so a run does not pay for the previous run's I/O.
+/// dirty pages and for the commit rate to settle, so a run does not pay for the
+/// previous run's I/O.
 pub async fn settle(pool: &PgPool) -> Result<()> {
     // LQ_BENCH_NO_ANALYZE=1 is a diagnostic only: it shows what stale planner
     // statistics taken on a backlog (no running rows) cost the runtime.
@@ -100,7 +101,50 @@ pub async fn settle(pool: &PgPool) -> Result<()> {
     }
     exec(pool, "checkpoint").await?;
     crate::writeback::wait().await;
-    Ok(())
+    wait_commit_rate(pool).await
+}
+
+/// Commits per probe of the commit rate.
+const PROBE_COMMITS: u32 = 200;
+
+/// Waits (at most 2 minutes) until the server's rate of single-row commits has
+/// settled: the last three probes within 15 % of each other. The kernel may
+/// report no dirty pages while the (virtual) disk still works off earlier writes:
+/// right after the ceiling's run, single-row enqueue measured 247/s, then 566 and
+/// 865/s two and four minutes later, while pgbench did 2,648/s before it.
+async fn wait_commit_rate(pool: &PgPool) -> Result<()> {
+    exec(pool, "create table if not exists bench_probe (n int)").await?;
+    let started = std::time::Instant::now();
+    let mut rates: Vec<f64> = Vec::new();
+    loop {
+        let t = std::time::Instant::now();
+        for n in 0..PROBE_COMMITS {
+            sqlx::query("insert into bench_probe values ($1)")
+                .bind(n as i32)
+                .execute(pool)
+                .await
+                .context("commit-rate probe")?;
+        }
+        rates.push(f64::from(PROBE_COMMITS) / t.elapsed().as_secs_f64());
+        let last = &rates[rates.len().saturating_sub(3)..];
+        let (lo, hi) = last
+            .iter()
+            .fold((f64::MAX, 0f64), |(lo, hi), r| (lo.min(*r), hi.max(*r)));
+        let settled = last.len() == 3 && hi <= lo * 1.15;
+        if settled || started.elapsed() > Duration::from_secs(120) {
+            if rates.len() > 3 {
+                println!(
+                    "    (waited {:.0} s for the commit rate to settle: {} probes, last {:.0}/s)",
+                    started.elapsed().as_secs_f64(),
+                    rates.len(),
+                    rates[rates.len() - 1]
+                );
+            }
+            exec(pool, "truncate bench_probe").await?;
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 }
 
 /// Bulk-inserts `n` queued no-op jobs, as `Noop::enqueue_many` would write them.

@@ -177,7 +177,10 @@ async fn main() -> Result<()> {
         let after = ceiling::Ceiling::parse(&text);
         ctx.report.rerate(&after);
         ctx.report.detail("ceiling_after_output", text.into());
-        header += &format!(" Ceiling measured again after the scenarios: {}.", after.header);
+        header += &format!(
+            " Ceiling measured again after the scenarios: {}.",
+            after.header
+        );
     }
     let md = ctx.report.markdown(&header);
     println!("\n{md}");
