@@ -177,7 +177,7 @@ async fn send_while_poked(notifier: Arc<Notifier>, opts: PgConnectOptions) {
 /// One NOTIFY for `work.queues`: on the sender's connection, or through the pool
 /// if that connection cannot be opened or fails (it is then dropped).
 async fn send(conn: &mut Option<PgConnection>, opts: &PgConnectOptions, work: Work) {
-    let sent = db::timed("queue_notify", NOTIFY_TIMEOUT, async {
+    let sent = db::timed("queues_notify", NOTIFY_TIMEOUT, async {
         if conn.is_none() {
             *conn = Some(
                 PgConnection::connect_with(opts)
@@ -195,7 +195,7 @@ async fn send(conn: &mut Option<PgConnection>, opts: &PgConnectOptions, work: Wo
     tracing::debug!(error = %crate::chain(&e), "notifier connection failed; NOTIFY through the pool");
     let Some(pool) = work.pool else { return };
     let sent = db::timed(
-        "queue_notify",
+        "queues_notify",
         NOTIFY_TIMEOUT,
         db::enqueue::queues_notify(&pool, &work.queues),
     )
