@@ -196,66 +196,73 @@ async fn malformed_queue_name_is_a_typed_error() {
     assert_eq!(db.count("queued").await, 0);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_pool_enqueue_is_followed_by_a_notify() {
-    let db = TestDb::new().await;
+/// A LISTEN on the jobs channel of `db`.
+async fn jobs_listener(db: &TestDb) -> sqlx::postgres::PgListener {
     let mut listener = sqlx::postgres::PgListener::connect_with(&db.pool)
         .await
         .unwrap();
     listener.listen("lq_jobs").await.unwrap();
+    listener
+}
+
+/// Enqueues job `n` on the pool, then waits for the NOTIFY that must follow it.
+async fn enqueue_then_notify(db: &TestDb, listener: &mut sqlx::postgres::PgListener, n: u64) {
+    Noop { n }.enqueue(&db.pool).await.unwrap();
+    let note = tokio::time::timeout(Duration::from_secs(5), listener.recv())
+        .await
+        .unwrap_or_else(|_| panic!("no NOTIFY followed enqueue {n}"))
+        .unwrap();
+    assert_eq!(note.payload(), "default");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_pool_enqueue_is_followed_by_a_notify() {
+    let db = TestDb::new().await;
+    let mut listener = jobs_listener(&db).await;
     // Each enqueue follows the previous NOTIFY closely, so many land inside the
     // notifier's gap between NOTIFYs: those must still get one after the gap.
     for n in 0..50 {
-        Noop { n }.enqueue(&db.pool).await.unwrap();
-        let note = tokio::time::timeout(Duration::from_secs(5), listener.recv())
-            .await
-            .unwrap_or_else(|_| panic!("no NOTIFY followed enqueue {n}"))
-            .unwrap();
-        assert_eq!(note.payload(), "default");
+        enqueue_then_notify(&db, &mut listener, n).await;
     }
 }
+
+/// The notifier's backends on the current database.
+const NOTIFIER_BACKENDS: &str =
+    "from pg_stat_activity where datname = current_database() and application_name = 'lq-notifier'";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pool_enqueue_notify_uses_a_connection_of_its_own_and_survives_losing_it() {
     let db = TestDb::new().await;
-    let mut listener = sqlx::postgres::PgListener::connect_with(&db.pool)
-        .await
-        .unwrap();
-    listener.listen("lq_jobs").await.unwrap();
-    let notifiers = "select count(*) from pg_stat_activity
-                     where datname = current_database() and application_name = 'lq-notifier'";
-    for n in 0..3 {
-        Noop { n }.enqueue(&db.pool).await.unwrap();
-        let note = tokio::time::timeout(Duration::from_secs(5), listener.recv())
-            .await
-            .unwrap_or_else(|_| panic!("no NOTIFY followed enqueue {n}"))
-            .unwrap();
-        assert_eq!(note.payload(), "default");
-        if n == 1 {
-            // Sent through the pool: the killed connection failed and was dropped.
-            continue;
-        }
-        // Not a connection borrowed from the application's pool, and only one.
-        let count: i64 = sqlx::query_scalar(notifiers)
+    let mut listener = jobs_listener(&db).await;
+    let count = format!("select count(*) {NOTIFIER_BACKENDS}");
+    let notifiers = || async {
+        sqlx::query_scalar::<_, i64>(&count)
             .fetch_one(&db.pool)
             .await
-            .unwrap();
-        assert_eq!(count, 1, "after enqueue {n}");
-        if n == 0 {
-            let killed: Vec<bool> = sqlx::query_scalar(
-                "select pg_terminate_backend(pid) from pg_stat_activity
-                 where datname = current_database() and application_name = 'lq-notifier'",
-            )
-            .fetch_all(&db.pool)
-            .await
-            .unwrap();
-            assert_eq!(killed, [true]);
-            db.wait_for(
-                "the notifier's backend to exit",
-                &format!("select ({notifiers}) = 0"),
-                Duration::from_secs(10),
-            )
-            .await;
-        }
-    }
+            .unwrap()
+    };
+
+    enqueue_then_notify(&db, &mut listener, 0).await;
+    // Not a connection borrowed from the application's pool, and only one.
+    assert_eq!(notifiers().await, 1, "after enqueue 0");
+
+    let killed: Vec<bool> = sqlx::query_scalar(&format!(
+        "select pg_terminate_backend(pid) {NOTIFIER_BACKENDS}"
+    ))
+    .fetch_all(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(killed, [true]);
+    db.wait_for(
+        "the notifier's backend to exit",
+        &format!("select ({count}) = 0"),
+        Duration::from_secs(10),
+    )
+    .await;
+
+    // Sent through the pool: the killed connection failed and was dropped.
+    enqueue_then_notify(&db, &mut listener, 1).await;
+    // Then the notifier connects again.
+    enqueue_then_notify(&db, &mut listener, 2).await;
+    assert_eq!(notifiers().await, 1, "after enqueue 2");
 }
