@@ -4,9 +4,10 @@
 //! that each sent one would serialise their commits. An enqueue on a `&PgPool`
 //! commits when its statement returns; it then pokes this notifier instead. Per
 //! database, one sender task sends one NOTIFY for every queue poked since its last
-//! one, starting no sooner than [`MIN_GAP`] after that last one. Every poke is
-//! followed by a NOTIFY that starts after it, so no enqueue waits for a poll; a
-//! lone enqueue is notified at once, and a burst costs at most one NOTIFY per gap.
+//! one, paced by a token bucket ([`pacer`]: 1,000 a second on average, a few at
+//! once). Every poke is followed by a NOTIFY that starts after it, so no enqueue
+//! waits for a poll; a producer below the rate is notified at once, and one above
+//! it has its pokes coalesced.
 //!
 //! The sender keeps a connection of its own (`application_name` [`APP_NAME`]) and
 //! closes it after [`IDLE`] without pokes: borrowing one from the application's
@@ -32,13 +33,12 @@ use tokio::{sync::Notify, time::Instant};
 
 use crate::db;
 
+mod pacer;
+
+use pacer::Pacer;
+
 /// Bound on one NOTIFY, connecting included.
 const NOTIFY_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// Least time between the starts of two NOTIFYs for one database. Far below what
-/// a woken worker needs to claim, so the wake-up of a burst is not slower, and it
-/// caps the NOTIFYs of a busy producer at 1,000 a second.
-const MIN_GAP: Duration = Duration::from_millis(1);
 
 /// How long the sender keeps its connection without a poke. Long enough that an
 /// application enqueueing now and then does not pay a connect (several ms) per
@@ -137,16 +137,15 @@ async fn send_while_poked(notifier: Arc<Notifier>, opts: PgConnectOptions) {
     };
     let notifier = running.notifier.clone();
     let mut conn: Option<PgConnection> = None;
-    let mut last_sent: Option<Instant> = None;
+    let mut pacer = Pacer::new();
     loop {
         if notifier.has_work() {
-            // Wait out the gap only when the last NOTIFY was that recent (a burst):
-            // pokes meanwhile are coalesced into the one that follows.
-            if let Some(last) = last_sent.filter(|l| l.elapsed() < MIN_GAP) {
-                tokio::time::sleep_until(last + MIN_GAP).await;
+            // Pokes that land while this waits are coalesced into the one NOTIFY.
+            let wait = pacer.take(Instant::now());
+            if !wait.is_zero() {
+                tokio::time::sleep(wait).await;
             }
             let work = std::mem::take(&mut *notifier.work());
-            last_sent = Some(Instant::now());
             send(&mut conn, &opts, work).await;
             continue;
         }
