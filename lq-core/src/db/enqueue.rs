@@ -77,47 +77,54 @@ pub async fn job_insert_many(
     payloads: &[String],
     unique_keys: &[Option<String>],
 ) -> Result<Vec<i64>, Error> {
-    // Without unique keys the conflict check is pure overhead (~20 % of a bulk insert).
-    let sql = if unique_keys.iter().any(Option::is_some) {
+    // Without unique keys the conflict check is pure overhead (~20 % of a bulk
+    // insert), and so is sending an array of nulls for the key column.
+    let unique = unique_keys.iter().any(Option::is_some);
+    let query = sqlx::query_scalar(if unique {
         INSERT_MANY_UNIQUE
     } else {
         INSERT_MANY
+    })
+    .bind(job.kind)
+    .bind(job.queue)
+    .bind(job.priority)
+    .bind(job.run_at)
+    .bind(job.delay_secs)
+    .bind(job.max_attempts)
+    .bind(payloads)
+    .bind(job.notify);
+    let query = if unique {
+        query.bind(unique_keys)
+    } else {
+        query
     };
-    sqlx::query_scalar(sql)
-        .bind(job.kind)
-        .bind(job.queue)
-        .bind(job.priority)
-        .bind(job.run_at)
-        .bind(job.delay_secs)
-        .bind(job.max_attempts)
-        .bind(payloads)
-        .bind(unique_keys)
-        .bind(job.notify)
+    query
         .fetch_one(&mut *conn)
         .await
         .map_err(err("job_insert_many"))
 }
 
+/// `$1`–`$8` as bound by [`job_insert_many`]; the unique variant adds the keys as `$9`.
 const INSERT_MANY: &str = "with ins as (
-         insert into lq.jobs (kind, queue, priority, payload, run_at, max_attempts, unique_key)
-         select $1, $2, $3, u.p::jsonb, coalesce($4, now() + make_interval(secs => $5)), $6, u.k
-         from unnest($7::text[], $8::text[]) as u(p, k)
+         insert into lq.jobs (kind, queue, priority, payload, run_at, max_attempts)
+         select $1, $2, $3, p::jsonb, coalesce($4, now() + make_interval(secs => $5)), $6
+         from unnest($7::text[]) as p
          returning id, run_at <= now() as ready
      )
      select coalesce(array_agg(id order by id), '{}') from ins
-     having case when coalesce(bool_or(ready), false) and $9
+     having case when coalesce(bool_or(ready), false) and $8
                  then (select true from pg_notify('lq_jobs', $2)) else true end";
 
 const INSERT_MANY_UNIQUE: &str = "with ins as (
          insert into lq.jobs (kind, queue, priority, payload, run_at, max_attempts, unique_key)
          select $1, $2, $3, u.p::jsonb, coalesce($4, now() + make_interval(secs => $5)), $6, u.k
-         from unnest($7::text[], $8::text[]) as u(p, k)
+         from unnest($7::text[], $9::text[]) as u(p, k)
          on conflict (unique_key) where unique_key is not null and state in ('queued', 'running')
          do nothing
          returning id, run_at <= now() as ready
      )
      select coalesce(array_agg(id order by id), '{}') from ins
-     having case when coalesce(bool_or(ready), false) and $9
+     having case when coalesce(bool_or(ready), false) and $8
                  then (select true from pg_notify('lq_jobs', $2)) else true end";
 
 /// Sends the wake-up NOTIFY for each of `queues` in one short transaction.
