@@ -53,6 +53,7 @@ async fn run(shared: Arc<Shared>, queue: String, job: ClaimedJob, mut slot: Slot
             token: job.lease_token,
             lease_secs,
             cancel: cancel.clone(),
+            handler_returned: false,
         },
     );
     let ctx = JobContext::new(
@@ -66,6 +67,7 @@ async fn run(shared: Arc<Shared>, queue: String, job: ClaimedJob, mut slot: Slot
         shared.state.clone(),
     );
     let outcome = perform(&shared, desc, &job, ctx, &cancel).await;
+    shared.inflight.handler_returned(job.id);
     match outcome {
         Outcome::Succeeded => {
             // Another handler may start; the completer holds the lease (and its

@@ -7,7 +7,12 @@ use lq_core::{chain, db, Error};
 use sqlx::{ConnectOptions, PgConnection};
 use tracing::warn;
 
-use crate::shared::Shared;
+use uuid::Uuid;
+
+use crate::{
+    inflight::{Held, Inflight},
+    shared::Shared,
+};
 
 /// How often leases are renewed: a quarter of the shortest lease, at least 100 ms.
 pub(crate) fn interval(lease_secs: &[f64]) -> Duration {
@@ -60,15 +65,65 @@ async fn beat(shared: &Shared, conn: &mut Option<PgConnection>) -> Result<(), Er
     for r in renewed.iter().filter(|r| r.cancel_requested) {
         shared.inflight.cancel(r.id);
     }
-    for (id, h) in held.iter().filter(|(id, _)| !still.contains(id)) {
-        // Finished meanwhile (then it is gone from the map) or lost to expiry.
-        if shared.inflight.snapshot_has(*id, h.token) {
-            warn!(
-                id,
-                "lease lost: the job's handler is told to stop and its writes will be refused"
-            );
-            shared.inflight.cancel_if_held(*id, h.token);
-        }
+    for (id, token) in lost(&shared.inflight, &held, &still) {
+        warn!(
+            id,
+            "lease lost: the job's handler is told to stop and its writes will be refused"
+        );
+        shared.inflight.cancel_if_held(id, token);
     }
     Ok(())
+}
+
+/// The leases of `held` that the beat did not renew (`renewed`) and whose handler
+/// still runs. A job whose handler returned may have had its outcome written
+/// between the snapshot and the beat: that is no loss, and a real loss is reported
+/// by the outcome's writer.
+fn lost(inflight: &Inflight, held: &[(i64, Held)], renewed: &HashSet<i64>) -> Vec<(i64, Uuid)> {
+    held.iter()
+        .filter(|(id, h)| !renewed.contains(id) && inflight.handler_running(*id, h.token))
+        .map(|(id, h)| (*id, h.token))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio_util::sync::CancellationToken;
+
+    use super::*;
+
+    fn hold(inflight: &Inflight, id: i64) -> (i64, Held) {
+        let held = Held {
+            token: Uuid::new_v4(),
+            lease_secs: 30.0,
+            cancel: CancellationToken::new(),
+            handler_returned: false,
+        };
+        inflight.insert(id, held.clone());
+        (id, held)
+    }
+
+    #[test]
+    fn only_a_running_handler_whose_lease_was_not_renewed_has_lost_it() {
+        let inflight = Inflight::default();
+        let held = vec![
+            hold(&inflight, 1), // renewed
+            hold(&inflight, 2), // not renewed, handler running: lost
+            hold(&inflight, 3), // not renewed, outcome being written: not lost
+            hold(&inflight, 4), // not renewed, outcome written and gone: not lost
+        ];
+        inflight.handler_returned(3);
+        inflight.remove(4);
+        let renewed = HashSet::from([1]);
+        assert_eq!(lost(&inflight, &held, &renewed), vec![(2, held[1].1.token)]);
+    }
+
+    #[test]
+    fn a_lease_taken_over_by_a_new_claim_is_not_the_old_ones() {
+        let inflight = Inflight::default();
+        let old = hold(&inflight, 1);
+        // The same job, claimed again by this runtime under a new token.
+        let _new = hold(&inflight, 1);
+        assert!(lost(&inflight, &[old], &HashSet::new()).is_empty());
+    }
 }

@@ -11,6 +11,9 @@ pub(crate) struct Held {
     pub token: Uuid,
     pub lease_secs: f64,
     pub cancel: CancellationToken,
+    /// The handler returned and its outcome is being written; that write reports a
+    /// lost lease itself, so the heartbeat stays silent about it.
+    pub handler_returned: bool,
 }
 
 /// Shared map from job id to its lease, read by the heartbeat and the cancel listener.
@@ -48,9 +51,18 @@ impl Inflight {
         }
     }
 
-    /// True when job `id` is still held with lease `token`.
-    pub fn snapshot_has(&self, id: i64, token: Uuid) -> bool {
-        self.lock().get(&id).is_some_and(|h| h.token == token)
+    /// Marks job `id`'s handler as returned (see [`Held::handler_returned`]).
+    pub fn handler_returned(&self, id: i64) {
+        if let Some(h) = self.lock().get_mut(&id) {
+            h.handler_returned = true;
+        }
+    }
+
+    /// True when job `id` still holds lease `token` and its handler has not returned.
+    pub fn handler_running(&self, id: i64, token: Uuid) -> bool {
+        self.lock()
+            .get(&id)
+            .is_some_and(|h| h.token == token && !h.handler_returned)
     }
 
     /// A copy of every held lease.
