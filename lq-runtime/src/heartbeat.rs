@@ -6,7 +6,6 @@ use std::{collections::HashSet, sync::Arc, time::Duration};
 use lq_core::{chain, db, Error};
 use sqlx::{ConnectOptions, PgConnection};
 use tracing::warn;
-
 use uuid::Uuid;
 
 use crate::{
