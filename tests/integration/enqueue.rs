@@ -219,8 +219,9 @@ async fn enqueue_then_notify(db: &TestDb, listener: &mut sqlx::postgres::PgListe
 async fn every_pool_enqueue_is_followed_by_a_notify() {
     let db = TestDb::new().await;
     let mut listener = jobs_listener(&db).await;
-    // Each enqueue follows the previous NOTIFY closely, so many land inside the
-    // notifier's gap between NOTIFYs: those must still get one after the gap.
+    // Each enqueue follows the previous NOTIFY closely, so once the notifier's
+    // burst is spent many come faster than its rate: those must still get one
+    // when the rate allows.
     for n in 0..50 {
         enqueue_then_notify(&db, &mut listener, n).await;
     }
