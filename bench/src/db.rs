@@ -196,14 +196,33 @@ pub async fn depth(pool: &PgPool) -> Result<i64> {
 }
 
 /// (n_live_tup, n_dead_tup, autovacuum_count) of lq.jobs.
-pub async fn table_stats(pool: &PgPool) -> Result<(i64, i64, i64)> {
+/// Counters of `lq.jobs` at one moment, to see what the server did in between.
+#[derive(Debug, Default, Clone, Copy, sqlx::FromRow)]
+pub struct TableStats {
+    pub live: i64,
+    pub dead: i64,
+    /// Vacuums finished, by the runtime's vacuumer or by autovacuum.
+    pub vacuums: i64,
+    /// Heap and index blocks found in shared buffers (`hit`) or read from the
+    /// kernel (`read`): the table's working set against `shared_buffers`.
+    pub heap_hit: i64,
+    pub heap_read: i64,
+    pub idx_hit: i64,
+    pub idx_read: i64,
+}
+
+pub async fn table_stats(pool: &PgPool) -> Result<TableStats> {
     Ok(sqlx::query_as(
-        "select n_live_tup, n_dead_tup, autovacuum_count from pg_stat_user_tables
-         where schemaname = 'lq' and relname = 'jobs'",
+        "select t.n_live_tup as live, t.n_dead_tup as dead,
+                t.vacuum_count + t.autovacuum_count as vacuums,
+                coalesce(io.heap_blks_hit, 0) as heap_hit, coalesce(io.heap_blks_read, 0) as heap_read,
+                coalesce(io.idx_blks_hit, 0) as idx_hit, coalesce(io.idx_blks_read, 0) as idx_read
+         from pg_stat_user_tables t join pg_statio_user_tables io using (relid)
+         where t.schemaname = 'lq' and t.relname = 'jobs'",
     )
     .fetch_optional(pool)
     .await?
-    .unwrap_or((0, 0, 0)))
+    .unwrap_or_default())
 }
 
 /// (succeeded rows above `above`, distinct claim statements, distinct completion

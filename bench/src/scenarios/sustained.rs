@@ -1,6 +1,8 @@
 //! Scenario 4: producers at a fixed offered load (about 50 % and 90 % of the drain
-//! rate) against a runtime with shipped defaults; completion rate, queue depth and
-//! dead tuples every 10 s.
+//! rate) against a runtime with shipped defaults. Every 10 s: completion rate,
+//! queue depth, dead tuples, vacuums finished, CPU of PostgreSQL and of this
+//! process, and how many of the table's block reads found shared buffers, so a
+//! falling rate can be traced to what the server spent its time on.
 
 use std::{
     sync::{
@@ -15,7 +17,7 @@ use lq_runtime::{EnqueueOptions, Job, RuntimeConfig};
 use serde_json::{json, Value};
 
 use super::{announce, drain, start_runtime, Ctx, DEFAULT_CONCURRENCY};
-use crate::{db, jobs::Noop, stats::thousands};
+use crate::{cpu::CpuSnap, db, jobs::Noop, stats::thousands};
 
 const WINDOW: Duration = Duration::from_secs(10);
 
@@ -88,19 +90,35 @@ async fn level(ctx: &mut Ctx, frac: f64, rate: f64, secs: u64) -> Result<()> {
     let t0 = tokio::time::Instant::now();
     let mut samples = Vec::new();
     let mut prev = 0u64;
+    let mut prev_stats = db::table_stats(&ctx.pool).await?;
+    let mut prev_cpu = CpuSnap::now();
     for i in 1..=secs / WINDOW.as_secs() {
         tokio::time::sleep_until(t0 + WINDOW * i as u32).await;
         let done = rt.stats().succeeded;
+        let cpu = CpuSnap::now();
+        let (bench_cpu, pg_cpu) = cpu.since(&prev_cpu);
         let depth = db::depth(&ctx.pool).await?;
-        let (live, dead, autovacuums) = db::table_stats(&ctx.pool).await?;
+        let st = db::table_stats(&ctx.pool).await?;
+        let hit_pct = |hit: i64, read: i64| match hit + read {
+            0 => 100.0,
+            all => (1000.0 * hit as f64 / all as f64).round() / 10.0,
+        };
+        let window = WINDOW.as_secs_f64();
         let s = json!({
-            "t_s": i * WINDOW.as_secs(), "completed_per_s": (done - prev) as f64 / WINDOW.as_secs_f64(),
+            "t_s": i * WINDOW.as_secs(), "completed_per_s": (done - prev) as f64 / window,
             "offered_total": sent.load(Relaxed), "succeeded_total": done, "queue_depth": depth,
-            "n_live_tup": live, "n_dead_tup": dead, "autovacuum_count": autovacuums,
+            "n_live_tup": st.live, "n_dead_tup": st.dead,
+            "vacuums": st.vacuums - prev_stats.vacuums,
+            "cpu_cores_bench": bench_cpu / window, "cpu_cores_postgres": pg_cpu / window,
+            "heap_hit_pct": hit_pct(st.heap_hit - prev_stats.heap_hit, st.heap_read - prev_stats.heap_read),
+            "idx_hit_pct": hit_pct(st.idx_hit - prev_stats.idx_hit, st.idx_read - prev_stats.idx_read),
+            "blocks_read_per_s": ((st.heap_read - prev_stats.heap_read) + (st.idx_read - prev_stats.idx_read)) as f64 / window,
         });
         println!("    {s}");
         samples.push(s);
         prev = done;
+        prev_stats = st;
+        prev_cpu = cpu;
     }
     stop.store(true, Relaxed);
     producer.await??;
@@ -131,11 +149,15 @@ async fn level(ctx: &mut Ctx, frac: f64, rate: f64, secs: u64) -> Result<()> {
         .iter()
         .map(|s| {
             format!(
-                "{}s: {}/s, depth {}, dead {}",
+                "{}s: {}/s, depth {}, dead {}, vacuums {}, postgres {:.2} cores, heap/index hits {} / {} %",
                 s["t_s"],
                 thousands(rate_at(s)),
                 s["queue_depth"],
-                s["n_dead_tup"]
+                s["n_dead_tup"],
+                s["vacuums"],
+                s["cpu_cores_postgres"].as_f64().unwrap_or(f64::NAN),
+                s["heap_hit_pct"],
+                s["idx_hit_pct"]
             )
         })
         .collect();
