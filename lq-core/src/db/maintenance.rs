@@ -79,41 +79,40 @@ pub async fn oldest_transaction_age(conn: &mut PgConnection) -> Result<f64, Erro
     .map_err(err("oldest_transaction_age"))
 }
 
-/// What the self-vacuum duty should do for `lq.jobs`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, sqlx::FromRow)]
-pub struct VacuumNeed {
-    /// Autovacuum is off (server-wide or for the table) and dead rows piled up.
-    pub vacuum: bool,
-    /// The table was never analyzed though it holds rows: the claim's plan needs
-    /// statistics.
-    pub analyze: bool,
+/// What the statistics say about `lq.jobs`, for the runtime's vacuum duty.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, sqlx::FromRow)]
+pub struct JobsTableStats {
+    /// Live rows, as last counted.
+    pub live: i64,
+    /// Dead row versions not yet vacuumed.
+    pub dead: i64,
+    /// Rows changed since the last analyze.
+    pub modified_since_analyze: i64,
+    /// The table was analyzed at least once (by ANALYZE or autovacuum).
+    pub analyzed: bool,
+    /// Autovacuum is off, server-wide or for the table.
+    pub autovacuum_off: bool,
+    /// This role may vacuum and analyze the table (it owns it, or is a superuser).
+    pub may_vacuum: bool,
 }
 
-/// Whether `lq.jobs` needs a vacuum or an analyze that autovacuum will not do:
-/// only when autovacuum is disabled, and more than `min_dead` dead rows (or
-/// `dead_fraction` of the live ones) accumulated.
-pub async fn jobs_vacuum_need(
-    conn: &mut PgConnection,
-    min_dead: i64,
-    dead_fraction: f64,
-) -> Result<VacuumNeed, Error> {
+/// Reads [`JobsTableStats`].
+pub async fn jobs_table_stats(conn: &mut PgConnection) -> Result<JobsTableStats, Error> {
     sqlx::query_as(
-        "select
-             off and n_dead_tup > greatest($1, (n_live_tup * $2)::bigint) as vacuum,
-             coalesce(last_analyze, last_autoanalyze) is null and n_live_tup + n_mod_since_analyze > 1000
-                 and (off or n_mod_since_analyze > 1000) as analyze
-         from pg_stat_user_tables,
-              lateral (select current_setting('autovacuum') = 'off'
-                           or coalesce((select option_value = 'false' from pg_options_to_table(
-                                  (select reloptions from pg_class where oid = 'lq.jobs'::regclass))
-                              where option_name = 'autovacuum_enabled'), false) as off) s
-         where relid = 'lq.jobs'::regclass",
+        "select n_live_tup as live, n_dead_tup as dead,
+                n_mod_since_analyze as modified_since_analyze,
+                coalesce(last_analyze, last_autoanalyze) is not null as analyzed,
+                current_setting('autovacuum') = 'off'
+                    or coalesce((select option_value = 'false'
+                                 from pg_options_to_table(c.reloptions)
+                                 where option_name = 'autovacuum_enabled'), false) as autovacuum_off,
+                pg_has_role(c.relowner, 'USAGE') as may_vacuum
+         from pg_stat_user_tables t join pg_class c on c.oid = t.relid
+         where t.relid = 'lq.jobs'::regclass",
     )
-    .bind(min_dead)
-    .bind(dead_fraction)
     .fetch_one(&mut *conn)
     .await
-    .map_err(err("jobs_vacuum_need"))
+    .map_err(err("jobs_table_stats"))
 }
 
 /// Vacuums (and analyzes) `lq.jobs`, skipping it if another vacuum holds the table.
