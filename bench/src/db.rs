@@ -195,7 +195,6 @@ pub async fn depth(pool: &PgPool) -> Result<i64> {
     )
 }
 
-/// (n_live_tup, n_dead_tup, autovacuum_count) of lq.jobs.
 /// Counters of `lq.jobs` at one moment, to see what the server did in between.
 #[derive(Debug, Default, Clone, Copy, sqlx::FromRow)]
 pub struct TableStats {

@@ -43,16 +43,11 @@ struct Need {
 /// never analyzed, unless autovacuum is on and will do it soon. Nothing if this
 /// role may not vacuum the table (the server would only warn).
 fn decide(t: &JobsTableStats) -> Need {
-    if !t.may_vacuum {
-        return Need {
-            vacuum: false,
-            analyze: false,
-        };
-    }
     let bound = MIN_DEAD.max((t.live as f64 * DEAD_FRACTION) as i64);
     Need {
-        vacuum: t.dead > bound,
-        analyze: !t.analyzed
+        vacuum: t.may_vacuum && t.dead > bound,
+        analyze: t.may_vacuum
+            && !t.analyzed
             && t.live + t.modified_since_analyze > 1000
             && (t.autovacuum_off || t.modified_since_analyze > 1000),
     }

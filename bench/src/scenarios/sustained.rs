@@ -46,6 +46,14 @@ pub async fn run(ctx: &mut Ctx) -> Result<()> {
     Ok(())
 }
 
+/// Share of block reads that found shared buffers, in percent to one decimal.
+fn hit_pct(hit: i64, read: i64) -> f64 {
+    match hit + read {
+        0 => 100.0,
+        all => (1000.0 * hit as f64 / all as f64).round() / 10.0,
+    }
+}
+
 async fn level(ctx: &mut Ctx, frac: f64, rate: f64, secs: u64) -> Result<()> {
     db::reset(&ctx.pool, None).await?;
     let load = announce(&format!(
@@ -99,10 +107,6 @@ async fn level(ctx: &mut Ctx, frac: f64, rate: f64, secs: u64) -> Result<()> {
         let (bench_cpu, pg_cpu) = cpu.since(&prev_cpu);
         let depth = db::depth(&ctx.pool).await?;
         let st = db::table_stats(&ctx.pool).await?;
-        let hit_pct = |hit: i64, read: i64| match hit + read {
-            0 => 100.0,
-            all => (1000.0 * hit as f64 / all as f64).round() / 10.0,
-        };
         let window = WINDOW.as_secs_f64();
         let s = json!({
             "t_s": i * WINDOW.as_secs(), "completed_per_s": (done - prev) as f64 / window,
