@@ -154,7 +154,7 @@ async fn main() -> anyhow::Result<()> {
         stats.claimed, stats.succeeded, stats.retried, stats.dead
     );
     let bob_jobs: i64 =
-        sqlx::query_scalar("select count(*) from lq.jobs where payload->>'user_id' = '2'")
+        sqlx::query_scalar("select count(*) from lq.all_jobs where payload->>'user_id' = '2'")
             .fetch_one(&pool)
             .await?;
     println!("bob's sign-up was rolled back: {bob_jobs} jobs exist for him");
@@ -209,10 +209,11 @@ async fn place_order(
 async fn wait_until_idle(pool: &PgPool) -> anyhow::Result<()> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     loop {
-        let live: i64 =
-            sqlx::query_scalar("select count(*) from lq.jobs where state in ('queued', 'running')")
-                .fetch_one(pool)
-                .await?;
+        let live: i64 = sqlx::query_scalar(
+            "select count(*) from lq.all_jobs where state in ('queued', 'running')",
+        )
+        .fetch_one(pool)
+        .await?;
         if live == 0 {
             return Ok(());
         }

@@ -35,7 +35,7 @@ async fn main() -> anyhow::Result<()> {
     SendReceipt { account_id: id }.enqueue(&mut tx).await?;
     tx.rollback().await?;
 
-    let jobs: Vec<i64> = sqlx::query_scalar("select id from lq.jobs")
+    let jobs: Vec<i64> = sqlx::query_scalar("select id from lq.all_jobs")
         .fetch_all(&pool)
         .await?;
     println!(

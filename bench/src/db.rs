@@ -73,16 +73,18 @@ pub async fn exec(pool: &PgPool, sql: &str) -> Result<()> {
     Ok(())
 }
 
-/// Empties the table (or, with `keep_upto`, deletes every row above that id), then
+/// Empties the tables (or, with `keep_upto`, deletes every job above that id), then
 /// vacuums, analyses and checkpoints, so every run starts from the same state.
 pub async fn reset(pool: &PgPool, keep_upto: Option<i64>) -> Result<()> {
     match keep_upto {
-        None => exec(pool, "truncate lq.jobs").await?,
+        None => exec(pool, "truncate lq.jobs, lq.finished_jobs").await?,
         Some(id) => {
-            sqlx::query("delete from lq.jobs where id > $1")
-                .bind(id)
-                .execute(pool)
-                .await?;
+            for table in ["lq.jobs", "lq.finished_jobs"] {
+                sqlx::query(&format!("delete from {table} where id > $1"))
+                    .bind(id)
+                    .execute(pool)
+                    .await?;
+            }
         }
     }
     settle(pool).await
@@ -95,9 +97,9 @@ pub async fn settle(pool: &PgPool) -> Result<()> {
     // LQ_BENCH_NO_ANALYZE=1 is a diagnostic only: it shows what stale planner
     // statistics taken on a backlog (no running rows) cost the runtime.
     if std::env::var("LQ_BENCH_NO_ANALYZE").is_ok_and(|v| v == "1") {
-        exec(pool, "vacuum lq.jobs").await?;
+        exec(pool, "vacuum lq.jobs, lq.finished_jobs").await?;
     } else {
-        exec(pool, "vacuum analyze lq.jobs").await?;
+        exec(pool, "vacuum analyze lq.jobs, lq.finished_jobs").await?;
     }
     exec(pool, "checkpoint").await?;
     crate::writeback::wait().await;
@@ -159,18 +161,21 @@ pub async fn prefill_noop(pool: &PgPool, n: u64) -> Result<()> {
     Ok(())
 }
 
-/// Inserts `n` succeeded jobs (history kept by `keep_finished`); returns the highest id.
+/// Inserts `n` succeeded jobs (history kept by `keep_finished`), with ids drawn
+/// from the jobs' own sequence as real ones would be; returns the highest id.
 pub async fn insert_retained(pool: &PgPool, n: u64) -> Result<i64> {
     sqlx::query(
-        "insert into lq.jobs (kind, queue, payload, max_attempts, state, attempts, started_at, finished_at)
-         select 'bench.noop', 'default', jsonb_build_object('n', g), 20, 'succeeded', 1, now(), now()
+        "insert into lq.finished_jobs (id, kind, queue, priority, payload, state, run_at, attempts,
+             max_attempts, errors, created_at, started_at, finished_at)
+         select nextval(pg_get_serial_sequence('lq.jobs', 'id')), 'bench.noop', 'default', 0,
+             jsonb_build_object('n', g), 'succeeded', now(), 1, 20, '[]', now(), now(), now()
          from generate_series(1, $1) g",
     )
     .bind(n as i64)
     .execute(pool)
     .await?;
     Ok(
-        sqlx::query_scalar("select coalesce(max(id), 0) from lq.jobs")
+        sqlx::query_scalar("select coalesce(max(id), 0) from lq.finished_jobs")
             .fetch_one(pool)
             .await?,
     )
@@ -229,7 +234,7 @@ pub async fn table_stats(pool: &PgPool) -> Result<TableStats> {
 pub async fn batches(pool: &PgPool, above: i64) -> Result<(i64, i64, i64)> {
     Ok(sqlx::query_as(
         "select count(*), count(distinct started_at), count(distinct finished_at)
-         from lq.jobs where state = 'succeeded' and id > $1",
+         from lq.finished_jobs where state = 'succeeded' and id > $1",
     )
     .bind(above)
     .fetch_one(pool)

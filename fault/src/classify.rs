@@ -64,7 +64,7 @@ pub async fn classify(pool: &PgPool, ledger: &Ledger) -> Result<Verdict> {
     let mut expect = ledger.expect.clone();
     let seqs: Vec<String> = ledger.in_doubt.iter().map(u64::to_string).collect();
     let committed: Vec<i64> =
-        sqlx::query_scalar("select id from lq.jobs where payload->>'seq' = any($1)")
+        sqlx::query_scalar("select id from lq.all_jobs where payload->>'seq' = any($1)")
             .bind(&seqs)
             .fetch_all(pool)
             .await?;
@@ -76,7 +76,7 @@ pub async fn classify(pool: &PgPool, ledger: &Ledger) -> Result<Verdict> {
     v.jobs = expect.len();
 
     let rows: Vec<(i64, String, serde_json::Value)> =
-        sqlx::query_as("select id, state::text, errors from lq.jobs")
+        sqlx::query_as("select id, state::text, errors from lq.all_jobs")
             .fetch_all(pool)
             .await?;
     let jobs: HashMap<i64, JobRow> = rows
@@ -174,7 +174,7 @@ pub async fn classify(pool: &PgPool, ledger: &Ledger) -> Result<Verdict> {
     note(&mut v.problems, "unjustified duplicate", &unjustified);
 
     v.expired_running = sqlx::query_scalar(
-        "select count(*) from lq.jobs where state = 'running' and lease_expires_at < now()",
+        "select count(*) from lq.all_jobs where state = 'running' and lease_expires_at < now()",
     )
     .fetch_one(pool)
     .await?;

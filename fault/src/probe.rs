@@ -50,7 +50,7 @@ pub async fn db_now(pool: &PgPool) -> Result<f64> {
 /// Jobs in `state`.
 pub async fn count_state(pool: &PgPool, state: &str) -> Result<i64> {
     Ok(
-        sqlx::query_scalar("select count(*) from lq.jobs where state::text = $1")
+        sqlx::query_scalar("select count(*) from lq.all_jobs where state::text = $1")
             .bind(state)
             .fetch_one(pool)
             .await?,
@@ -60,7 +60,7 @@ pub async fn count_state(pool: &PgPool, state: &str) -> Result<i64> {
 /// Jobs not yet in a final state.
 pub async fn live_jobs(pool: &PgPool) -> Result<i64> {
     Ok(
-        sqlx::query_scalar("select count(*) from lq.jobs where state in ('queued', 'running')")
+        sqlx::query_scalar("select count(*) from lq.all_jobs where state in ('queued', 'running')")
             .fetch_one(pool)
             .await?,
     )
@@ -69,7 +69,7 @@ pub async fn live_jobs(pool: &PgPool) -> Result<i64> {
 /// Running jobs per lease owner.
 pub async fn running_by_owner(pool: &PgPool) -> Result<HashMap<String, i64>> {
     let rows: Vec<(String, i64)> = sqlx::query_as(
-        "select lease_owner, count(*) from lq.jobs where state = 'running' and lease_owner is not null group by 1",
+        "select lease_owner, count(*) from lq.all_jobs where state = 'running' and lease_owner is not null group by 1",
     )
     .fetch_all(pool)
     .await?;
@@ -90,7 +90,7 @@ pub struct HeldLease {
 /// The running jobs whose lease `owner` holds.
 pub async fn held_by(pool: &PgPool, owner: &str) -> Result<Vec<HeldLease>> {
     let rows: Vec<(i64, Uuid, i32)> = sqlx::query_as(
-        "select id, lease_token, attempts from lq.jobs where state = 'running' and lease_owner = $1 order by id",
+        "select id, lease_token, attempts from lq.all_jobs where state = 'running' and lease_owner = $1 order by id",
     )
     .bind(owner)
     .fetch_all(pool)
@@ -108,7 +108,7 @@ pub async fn first_completion_after(
     ids: Option<&[i64]>,
 ) -> Result<Option<f64>> {
     Ok(sqlx::query_scalar(
-        "select extract(epoch from min(finished_at))::float8 from lq.jobs
+        "select extract(epoch from min(finished_at))::float8 from lq.all_jobs
          where state = 'succeeded' and finished_at > to_timestamp($1)
            and ($2::bigint[] is null or id = any($2))",
     )
@@ -168,7 +168,7 @@ pub async fn rescue_and_recompletion(
         "select extract(epoch from min((e->>'at')::timestamptz))::float8,
                 extract(epoch from min(j.finished_at) filter (where j.state = 'succeeded'))::float8
          from unnest($1::bigint[], $2::int[]) h(id, attempt)
-         join lq.jobs j on j.id = h.id
+         join lq.all_jobs j on j.id = h.id
          cross join lateral jsonb_array_elements(j.errors) e
          where (e->>'attempt')::int = h.attempt and e->>'error' like 'lease expired%'",
     )

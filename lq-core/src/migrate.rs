@@ -11,6 +11,10 @@ pub const SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;
 const MIGRATIONS: &[(&str, &str)] = &[
     ("0001_jobs", include_str!("../../migrations/0001_jobs.sql")),
     ("0002_cron", include_str!("../../migrations/0002_cron.sql")),
+    (
+        "0003_finished_jobs",
+        include_str!("../../migrations/0003_finished_jobs.sql"),
+    ),
 ];
 
 /// Creates or upgrades the `lq` schema. Idempotent, and safe when several processes

@@ -1,7 +1,8 @@
-//! The vacuumer: keeps dead rows in `lq.jobs` bounded, and the table analyzed
-//! where autovacuum is off. A queue table churns dead rows; without vacuum the
-//! claim slows down steadily, and without statistics its plan can turn into a
-//! full sort.
+//! The vacuumer: keeps dead rows in litequeue's tables bounded, and the tables
+//! analyzed where autovacuum is off. The queue table (`lq.jobs`) churns dead rows
+//! with every claim and completion; without vacuum the claim slows down steadily,
+//! and without statistics its plan can turn into a full sort. The history
+//! (`lq.finished_jobs`) leaves dead rows behind each prune.
 //!
 //! Autovacuum, with the table's own settings from the migrations, remains the
 //! baseline. But it visits a database once per `autovacuum_naptime` (1 min by
@@ -13,7 +14,10 @@
 
 use std::{sync::Arc, time::Duration};
 
-use lq_core::{chain, db, db::maintenance::JobsTableStats};
+use lq_core::{
+    chain, db,
+    db::maintenance::{JobTable, JobTableStats},
+};
 use tracing::{debug, info, warn};
 
 use crate::shared::Shared;
@@ -21,15 +25,15 @@ use crate::shared::Shared;
 /// How often the table's statistics are checked.
 const CHECK_EVERY: Duration = Duration::from_secs(5);
 /// Dead rows tolerated before vacuuming: this many, or this fraction of live rows.
-/// Finished jobs stay in the table, so a fraction of live rows grows with the
-/// history: at 20 % a busy queue (26k jobs/s offered, 3M rows after two minutes)
-/// let 785k dead rows pile up and completions fell from 28k to 19k/s; at 2 % the
-/// dead rows stayed under 265k and the rate stayed flat (`scripts/bench --only
-/// sustained`).
+/// A backlog can hold millions of live rows, so a fraction of them can be large:
+/// at 20 % a busy queue (26k jobs/s offered, 3M rows after two minutes) let 785k
+/// dead rows pile up and completions fell from 28k to 19k/s; at 2 % the dead
+/// rows stayed under 265k and the rate stayed flat (`scripts/bench --only
+/// sustained`, measured when finished jobs still stayed in `lq.jobs`).
 const MIN_DEAD: i64 = 20_000;
 const DEAD_FRACTION: f64 = 0.02;
 
-/// What to do about `lq.jobs` now.
+/// What to do about a table now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Need {
     /// Vacuum (and analyze): dead rows passed the bound.
@@ -42,7 +46,7 @@ struct Need {
 /// whether or not autovacuum is on; analyze a table that holds rows but was
 /// never analyzed, unless autovacuum is on and will do it soon. Nothing if this
 /// role may not vacuum the table (the server would only warn).
-fn decide(t: &JobsTableStats) -> Need {
+fn decide(t: &JobTableStats) -> Need {
     let bound = MIN_DEAD.max((t.live as f64 * DEAD_FRACTION) as i64);
     Need {
         vacuum: t.may_vacuum && t.dead > bound,
@@ -53,59 +57,71 @@ fn decide(t: &JobsTableStats) -> Need {
     }
 }
 
-/// Checks and vacuums until the runtime stops.
+/// Checks and vacuums both tables until the runtime stops.
 pub(crate) async fn run(shared: Arc<Shared>) {
-    let mut warned = false;
+    let mut warned = [false; JobTable::ALL.len()];
     loop {
         if shared.pause(CHECK_EVERY).await {
             return;
         }
-        let stats = shared
-            .with_conn("jobs_table_stats", |mut conn| async move {
-                db::maintenance::jobs_table_stats(&mut conn).await
-            })
-            .await;
-        let stats = match stats {
-            Ok(s) => s,
-            Err(e) => {
-                warn!(error = %chain(&e), "could not read lq.jobs statistics");
-                continue;
-            }
-        };
-        let need = decide(&stats);
-        if !(need.vacuum || need.analyze) {
-            continue;
+        for (table, warned) in JobTable::ALL.into_iter().zip(&mut warned) {
+            tend(&shared, table, warned).await;
         }
-        if need.vacuum && !warned {
-            warned = true;
-            if stats.autovacuum_off {
-                warn!("autovacuum is off for lq.jobs: litequeue vacuums the table itself; turn autovacuum on");
-            } else {
-                info!(
-                    dead = stats.dead,
-                    "autovacuum has not kept up with lq.jobs: litequeue vacuums it too"
-                );
-            }
-        }
-        // Vacuum may take longer than a statement normally should; it is bounded
-        // by a generous multiple of the db timeout.
-        let r = db::timed("jobs_vacuum", shared.config.db_timeout * 6, async {
-            let mut conn = shared
-                .pool
-                .acquire()
-                .await
-                .map_err(db::err("jobs_vacuum"))?;
-            db::maintenance::jobs_vacuum(&mut conn, need.vacuum).await
+    }
+}
+
+/// Reads `table`'s statistics and vacuums or analyzes it if [`decide`] says so.
+async fn tend(shared: &Shared, table: JobTable, warned: &mut bool) {
+    let stats = shared
+        .with_conn("job_table_stats", |mut conn| async move {
+            db::maintenance::job_table_stats(&mut conn, table).await
         })
         .await;
-        match r {
-            Ok(()) => debug!(
-                vacuum = need.vacuum,
-                dead = stats.dead,
-                "vacuumed/analyzed lq.jobs"
-            ),
-            Err(e) => warn!(error = %chain(&e), "vacuum of lq.jobs failed; will retry"),
+    let stats = match stats {
+        Ok(s) => s,
+        Err(e) => {
+            warn!(table = table.name(), error = %chain(&e), "could not read table statistics");
+            return;
         }
+    };
+    let need = decide(&stats);
+    if !(need.vacuum || need.analyze) {
+        return;
+    }
+    if need.vacuum && !*warned {
+        *warned = true;
+        if stats.autovacuum_off {
+            warn!(
+                table = table.name(),
+                "autovacuum is off: litequeue vacuums the table itself; turn autovacuum on"
+            );
+        } else {
+            info!(
+                table = table.name(),
+                dead = stats.dead,
+                "autovacuum has not kept up: litequeue vacuums the table too"
+            );
+        }
+    }
+    // Vacuum may take longer than a statement normally should; it is bounded
+    // by a generous multiple of the db timeout.
+    let r = db::timed("job_table_vacuum", shared.config.db_timeout * 6, async {
+        let mut conn = shared
+            .pool
+            .acquire()
+            .await
+            .map_err(db::err("job_table_vacuum"))?;
+        db::maintenance::job_table_vacuum(&mut conn, table, need.vacuum).await
+    })
+    .await;
+    match r {
+        Ok(()) => debug!(
+            table = table.name(),
+            vacuum = need.vacuum,
+            dead = stats.dead,
+            "vacuumed/analyzed"
+        ),
+        Err(e) => warn!(table = table.name(), error = %chain(&e), "vacuum failed; will retry"),
     }
 }
 
@@ -113,8 +129,8 @@ pub(crate) async fn run(shared: Arc<Shared>) {
 mod tests {
     use super::*;
 
-    fn table(live: i64, dead: i64) -> JobsTableStats {
-        JobsTableStats {
+    fn table(live: i64, dead: i64) -> JobTableStats {
+        JobTableStats {
             live,
             dead,
             modified_since_analyze: 0,
@@ -127,7 +143,7 @@ mod tests {
     #[test]
     fn dead_rows_past_the_bound_are_vacuumed_whether_or_not_autovacuum_is_on() {
         for autovacuum_off in [false, true] {
-            let t = JobsTableStats {
+            let t = JobTableStats {
                 autovacuum_off,
                 ..table(100_000, 20_001)
             };
@@ -144,7 +160,7 @@ mod tests {
 
     #[test]
     fn a_role_that_may_not_vacuum_does_nothing() {
-        let t = JobsTableStats {
+        let t = JobTableStats {
             may_vacuum: false,
             analyzed: false,
             autovacuum_off: true,
@@ -161,7 +177,7 @@ mod tests {
 
     #[test]
     fn a_never_analyzed_table_is_analyzed_unless_autovacuum_is_on_and_it_barely_changed() {
-        let never = |autovacuum_off, modified_since_analyze| JobsTableStats {
+        let never = |autovacuum_off, modified_since_analyze| JobTableStats {
             analyzed: false,
             autovacuum_off,
             modified_since_analyze,

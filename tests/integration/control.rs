@@ -45,7 +45,7 @@ async fn cancelling_a_running_job_signals_its_handler_and_ends_it_cancelled() {
     let rt = start_runtime(&db, "default", 2, quick(), &Ledger::default()).await;
     db.wait_for(
         "the job to run",
-        &format!("select state = 'running' from lq.jobs where id = {id}"),
+        &format!("select state = 'running' from lq.all_jobs where id = {id}"),
         LIMIT,
     )
     .await;
@@ -55,7 +55,7 @@ async fn cancelling_a_running_job_signals_its_handler_and_ends_it_cancelled() {
     );
     db.wait_for(
         "the job to end",
-        &format!("select state = 'cancelled' from lq.jobs where id = {id}"),
+        &format!("select state = 'cancelled' from lq.all_jobs where id = {id}"),
         LIMIT,
     )
     .await;
@@ -69,13 +69,12 @@ async fn cancelling_a_running_job_signals_its_handler_and_ends_it_cancelled() {
 async fn a_dead_job_can_be_retried_now_and_runs_again() {
     let db = TestDb::new().await;
     let id = Doomed.enqueue(&db.pool).await.unwrap().id;
-    sqlx::query(
-        "update lq.jobs set state = 'dead', attempts = 3, finished_at = now() where id = $1",
-    )
-    .bind(id)
-    .execute(&db.pool)
-    .await
-    .unwrap();
+    sqlx::query("update lq.jobs set attempts = 3 where id = $1")
+        .bind(id)
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    db.finish(id, "dead", 0.0).await;
     control::retry_now(&db.pool, id).await.unwrap();
     let row = control::get(&db.pool, id).await.unwrap();
     assert_eq!((row.state, row.attempts), (JobState::Queued, 0));
@@ -94,11 +93,7 @@ async fn retrying_a_dead_job_whose_key_is_live_again_is_refused() {
         .await
         .unwrap()
         .id;
-    sqlx::query("update lq.jobs set state = 'dead', finished_at = now() where id = $1")
-        .bind(old)
-        .execute(&db.pool)
-        .await
-        .unwrap();
+    db.finish(old, "dead", 0.0).await;
     let live = UniqueOrder { order_id: 5 }
         .enqueue(&db.pool)
         .await
@@ -153,29 +148,15 @@ async fn pruning_removes_only_old_finished_jobs() {
     .unwrap()
     .ids;
     // old succeeded, recent succeeded, old dead (kept longer), still queued
-    sqlx::query("update lq.jobs set state = 'succeeded', finished_at = now() - interval '2 hours' where id = $1")
-        .bind(ids[0])
-        .execute(&db.pool)
-        .await
-        .unwrap();
-    sqlx::query("update lq.jobs set state = 'succeeded', finished_at = now() where id = $1")
-        .bind(ids[1])
-        .execute(&db.pool)
-        .await
-        .unwrap();
-    sqlx::query(
-        "update lq.jobs set state = 'dead', finished_at = now() - interval '2 hours' where id = $1",
-    )
-    .bind(ids[2])
-    .execute(&db.pool)
-    .await
-    .unwrap();
+    db.finish(ids[0], "succeeded", 7200.0).await;
+    db.finish(ids[1], "succeeded", 0.0).await;
+    db.finish(ids[2], "dead", 7200.0).await;
     let mut conn = db.pool.acquire().await.unwrap();
     let pruned = lq_runtime::db::maintenance::job_prune(&mut conn, 3600.0, 86_400.0, 100)
         .await
         .unwrap();
     assert_eq!(pruned, 1);
-    let left: Vec<i64> = sqlx::query_scalar("select id from lq.jobs order by id")
+    let left: Vec<i64> = sqlx::query_scalar("select id from lq.all_jobs order by id")
         .fetch_all(&db.pool)
         .await
         .unwrap();

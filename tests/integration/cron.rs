@@ -107,7 +107,7 @@ async fn simulate(
     .unwrap();
     assert_eq!(ticks.len(), fired_total);
     let jobs: i64 = sqlx::query_scalar(
-        "select count(*) from lq.jobs where kind = $1 and id in (select job_id from lq.cron_ticks)",
+        "select count(*) from lq.all_jobs where kind = $1 and id in (select job_id from lq.cron_ticks)",
     )
     .bind(kind)
     .fetch_one(&db.pool)
@@ -208,14 +208,14 @@ async fn three_runtimes_share_one_schedule_and_fire_each_tick_once() {
         assert_eq!(pair[1] - pair[0], chrono::Duration::seconds(1), "{ticks:?}");
     }
     let jobs: i64 =
-        sqlx::query_scalar("select count(*) from lq.jobs where kind = 'test.every_second'")
+        sqlx::query_scalar("select count(*) from lq.all_jobs where kind = 'test.every_second'")
             .fetch_one(&db.pool)
             .await
             .unwrap();
     assert_eq!(jobs as usize, ticks.len());
     // None early: each job was created at or after its tick, by database time.
     let early: i64 = sqlx::query_scalar(
-        "select count(*) from lq.cron_ticks t join lq.jobs j on j.id = t.job_id where j.created_at < t.tick",
+        "select count(*) from lq.cron_ticks t join lq.all_jobs j on j.id = t.job_id where j.created_at < t.tick",
     )
     .fetch_one(&db.pool)
     .await

@@ -20,7 +20,7 @@ async fn committed_job_is_visible_and_rolled_back_job_is_not() {
     let dropped = Noop { n: 2 }.enqueue(&mut tx).await.unwrap();
     tx.rollback().await.unwrap();
 
-    let ids: Vec<i64> = sqlx::query_scalar("select id from lq.jobs")
+    let ids: Vec<i64> = sqlx::query_scalar("select id from lq.all_jobs")
         .fetch_all(&db.pool)
         .await
         .unwrap();
@@ -65,7 +65,7 @@ async fn per_call_options_override_the_type() {
         ("bulk", 7, 2)
     );
     let delay: f64 = sqlx::query_scalar(
-        "select extract(epoch from run_at - now())::float8 from lq.jobs where id = $1",
+        "select extract(epoch from run_at - now())::float8 from lq.all_jobs where id = $1",
     )
     .bind(e.id)
     .fetch_one(&db.pool)
@@ -103,10 +103,11 @@ async fn concurrent_enqueues_of_one_unique_key_yield_one_live_job() {
     for t in tasks {
         results.push(t.await.unwrap());
     }
-    let live: Vec<i64> = sqlx::query_scalar("select id from lq.jobs where unique_key = 'order:9'")
-        .fetch_all(&db.pool)
-        .await
-        .unwrap();
+    let live: Vec<i64> =
+        sqlx::query_scalar("select id from lq.all_jobs where unique_key = 'order:9'")
+            .fetch_all(&db.pool)
+            .await
+            .unwrap();
     assert_eq!(live.len(), 1);
     assert!(
         results.iter().all(|r| r.id == live[0]),
@@ -123,11 +124,7 @@ async fn concurrent_enqueues_of_one_unique_key_yield_one_live_job() {
 async fn a_finished_job_frees_its_unique_key() {
     let db = TestDb::new().await;
     let first = UniqueOrder { order_id: 1 }.enqueue(&db.pool).await.unwrap();
-    sqlx::query("update lq.jobs set state = 'succeeded', finished_at = now() where id = $1")
-        .bind(first.id)
-        .execute(&db.pool)
-        .await
-        .unwrap();
+    db.finish(first.id, "succeeded", 0.0).await;
     let second = UniqueOrder { order_id: 1 }.enqueue(&db.pool).await.unwrap();
     assert!(!second.existing);
     assert_ne!(first.id, second.id);

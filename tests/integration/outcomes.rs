@@ -39,6 +39,33 @@ async fn a_failing_job_is_retried_until_it_succeeds() {
     assert_eq!(ledger.counts()[&id], 3);
 }
 
+/// Finished jobs leave the queue table in the statement that ends them, so
+/// `lq.jobs` holds only live work however much history is kept.
+#[tokio::test]
+async fn finished_jobs_leave_the_queue_table_for_the_history() {
+    let db = TestDb::new().await;
+    let ok = Noop { n: 1 }.enqueue(&db.pool).await.unwrap().id;
+    let dead = Doomed.enqueue(&db.pool).await.unwrap().id;
+    let rt = start_runtime(&db, "default", 8, quick(), &Ledger::default()).await;
+    db.wait_idle(LIMIT).await;
+    rt.shutdown().await.unwrap();
+    let live: i64 = sqlx::query_scalar("select count(*) from lq.jobs")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(live, 0);
+    let finished: Vec<(i64, String, i32)> = sqlx::query_as(
+        "select id, state::text, attempts from lq.finished_jobs where finished_at is not null order by id",
+    )
+    .fetch_all(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        finished,
+        vec![(ok, "succeeded".into(), 1), (dead, "dead".into(), 3)]
+    );
+}
+
 #[tokio::test]
 async fn a_job_that_always_fails_is_dead_after_max_attempts_with_every_error_kept() {
     let db = TestDb::new().await;
@@ -105,7 +132,7 @@ async fn a_panic_is_recorded_as_the_attempts_error_and_the_slot_survives() {
     let rt = start_runtime(&db, "default", 1, quick(), &ledger).await;
     db.wait_for(
         "the panicky job to succeed",
-        &format!("select state = 'succeeded' from lq.jobs where id = {id}"),
+        &format!("select state = 'succeeded' from lq.all_jobs where id = {id}"),
         LIMIT,
     )
     .await;
@@ -208,13 +235,14 @@ async fn a_delayed_job_never_starts_before_its_run_time() {
     let rt = start_runtime(&db, "default", 8, quick(), &ledger).await;
     db.wait_idle(LIMIT).await;
     rt.shutdown().await.unwrap();
-    let early: bool = sqlx::query_scalar("select started_at < run_at from lq.jobs where id = $1")
-        .bind(late)
-        .fetch_one(&db.pool)
-        .await
-        .unwrap();
+    let early: bool =
+        sqlx::query_scalar("select started_at < run_at from lq.all_jobs where id = $1")
+            .bind(late)
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
     assert!(!early, "started before run_at");
-    let order: bool = sqlx::query_scalar("select a.started_at < b.started_at from lq.jobs a, lq.jobs b where a.id = $1 and b.id = $2")
+    let order: bool = sqlx::query_scalar("select a.started_at < b.started_at from lq.all_jobs a, lq.all_jobs b where a.id = $1 and b.id = $2")
         .bind(now)
         .bind(late)
         .fetch_one(&db.pool)

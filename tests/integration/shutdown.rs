@@ -25,7 +25,7 @@ async fn unfinished_jobs_go_back_to_the_queue_without_spending_an_attempt() {
     let rt = start_runtime(&db, "default", 8, config, &ledger).await;
     db.wait_for(
         "all three running",
-        "select count(*) = 3 from lq.jobs where state = 'running'",
+        "select count(*) = 3 from lq.all_jobs where state = 'running'",
         Duration::from_secs(30),
     )
     .await;
@@ -52,7 +52,7 @@ async fn jobs_that_finish_within_the_grace_period_are_recorded() {
         .unwrap();
     db.wait_for(
         "some progress",
-        "select count(*) > 0 from lq.jobs where state = 'succeeded'",
+        "select count(*) > 0 from lq.all_jobs where state = 'succeeded'",
         Duration::from_secs(30),
     )
     .await;
@@ -60,7 +60,7 @@ async fn jobs_that_finish_within_the_grace_period_are_recorded() {
     // Nothing is left running, nothing holds a lease.
     assert_eq!(db.count("running").await, 0);
     let leased: i64 =
-        sqlx::query_scalar("select count(*) from lq.jobs where lease_token is not null")
+        sqlx::query_scalar("select count(*) from lq.all_jobs where lease_token is not null")
             .fetch_one(&db.pool)
             .await
             .unwrap();

@@ -73,13 +73,35 @@ impl TestDb {
             .expect("connect")
     }
 
-    /// `select count(*) from lq.jobs where state = $state`.
+    /// `select count(*) from lq.all_jobs where state = $state`.
     pub async fn count(&self, state: &str) -> i64 {
-        sqlx::query_scalar("select count(*) from lq.jobs where state::text = $1")
+        sqlx::query_scalar("select count(*) from lq.all_jobs where state::text = $1")
             .bind(state)
             .fetch_one(&self.pool)
             .await
             .expect("count")
+    }
+
+    /// Ends live job `id` in final `state` as if it finished `ago_secs` seconds ago,
+    /// moving it to `lq.finished_jobs` as the runtime does.
+    pub async fn finish(&self, id: i64, state: &str, ago_secs: f64) {
+        let moved = sqlx::query(
+            "with moved as (delete from lq.jobs where id = $1 returning *)
+             insert into lq.finished_jobs (id, kind, queue, priority, payload, state, run_at,
+                 attempts, max_attempts, unique_key, cancel_requested_at, errors, created_at,
+                 started_at, finished_at)
+             select id, kind, queue, priority, payload, $2::text::lq.job_state, run_at,
+                 attempts, max_attempts, unique_key, cancel_requested_at, errors, created_at,
+                 started_at, now() - make_interval(secs => $3)
+             from moved",
+        )
+        .bind(id)
+        .bind(state)
+        .bind(ago_secs)
+        .execute(&self.pool)
+        .await
+        .expect("finish a job");
+        assert_eq!(moved.rows_affected(), 1, "job {id} is not live");
     }
 
     /// Waits until `sql` (a query returning one boolean) is true, or panics after `limit`.
@@ -105,7 +127,7 @@ impl TestDb {
     pub async fn wait_idle(&self, limit: Duration) {
         self.wait_for(
             "every job to finish",
-            "select not exists (select 1 from lq.jobs where state in ('queued', 'running'))",
+            "select not exists (select 1 from lq.all_jobs where state in ('queued', 'running'))",
             limit,
         )
         .await;

@@ -176,7 +176,7 @@ pub(super) async fn run(st: &mut Stage<'_>) -> Result<Fleet> {
     loop {
         supervise(st, &mut fleet)?;
         let live: i64 = sqlx::query_scalar(
-            "select count(*) from lq.jobs where kind = $1 and state in ('queued', 'running')
+            "select count(*) from lq.all_jobs where kind = $1 and state in ('queued', 'running')
                and id in (select job_id from lq.cron_ticks where kind = $1 and tick <= to_timestamp($2))",
         )
         .bind(CRON_KIND)
@@ -349,7 +349,7 @@ async fn analyse(st: &mut Stage<'_>, first: f64, last: f64) -> Result<()> {
          ), per as (
              select secs.s, count(j.id) as jobs from secs
              left join lq.cron_ticks t on t.kind = $1 and t.tick = secs.s
-             left join lq.jobs j on j.id = t.job_id and j.kind = $1
+             left join lq.all_jobs j on j.id = t.job_id and j.kind = $1
              group by secs.s
          )
          select count(*) filter (where jobs = 0), count(*) filter (where jobs = 1),
@@ -370,7 +370,7 @@ async fn analyse(st: &mut Stage<'_>, first: f64, last: f64) -> Result<()> {
                  select secs.s, count(j.id) as n
                  from generate_series(to_timestamp($2), to_timestamp($3), interval '1 second') secs(s)
                  left join lq.cron_ticks t on t.kind = $1 and t.tick = secs.s
-                 left join lq.jobs j on j.id = t.job_id and j.kind = $1
+                 left join lq.all_jobs j on j.id = t.job_id and j.kind = $1
                  group by secs.s) x
              where n <> 1 order by 1",
         )
@@ -412,16 +412,16 @@ async fn analyse(st: &mut Stage<'_>, first: f64, last: f64) -> Result<()> {
         i64,
     ) = sqlx::query_as(
         "select
-             (select count(*) from lq.cron_ticks t left join lq.jobs j on j.id = t.job_id
+             (select count(*) from lq.cron_ticks t left join lq.all_jobs j on j.id = t.job_id
               where t.kind = $1 and (t.fired_at < t.tick or j.created_at < t.tick)),
              (select count(*) from lq.cron_ticks where kind = $1 and catch_up),
              (select count(*) from lq.cron_ticks where kind = $1 and tick <> date_trunc('second', tick)),
-             (select count(*) from lq.jobs j where j.kind = $1
+             (select count(*) from lq.all_jobs j where j.kind = $1
                 and not exists (select 1 from lq.cron_ticks t where t.kind = $1 and t.job_id = j.id)),
              (select extract(epoch from max(fired_at - tick))::float8 from lq.cron_ticks
               where kind = $1 and tick between to_timestamp($2) and to_timestamp($3)),
              (select count(*) from lq.cron_ticks where kind = $1),
-             (select count(*) from lq.jobs where kind = $1)",
+             (select count(*) from lq.all_jobs where kind = $1)",
     )
     .bind(CRON_KIND)
     .bind(first)
@@ -463,7 +463,7 @@ async fn analyse(st: &mut Stage<'_>, first: f64, last: f64) -> Result<()> {
     // Every job of the window must succeed; later ones are held to the same
     // standard once performed (the rest were still queued at shutdown).
     let ids: Vec<(i64, bool)> = sqlx::query_as(
-        "select j.id, t.tick <= to_timestamp($2) from lq.jobs j
+        "select j.id, t.tick <= to_timestamp($2) from lq.all_jobs j
          join lq.cron_ticks t on t.kind = $1 and t.job_id = j.id
          where j.kind = $1 and (t.tick <= to_timestamp($2) or j.state <> 'queued')",
     )

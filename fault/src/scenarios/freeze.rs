@@ -65,7 +65,7 @@ pub(super) async fn run(st: &mut Stage<'_>) -> Result<Fleet> {
     );
     loop {
         let n: i64 = sqlx::query_scalar(
-            "select count(*) from lq.jobs j, unnest($1::bigint[], $2::int[]) h(id, attempt)
+            "select count(*) from lq.all_jobs j, unnest($1::bigint[], $2::int[]) h(id, attempt)
              where j.id = h.id and j.state = 'succeeded'
                and exists (select 1 from jsonb_array_elements(j.errors) e
                            where (e->>'attempt')::int = h.attempt and e->>'error' like 'lease expired%')",
@@ -123,7 +123,7 @@ pub(super) async fn run(st: &mut Stage<'_>) -> Result<Fleet> {
             .await?;
     st.check(finished == 0, format!("{finished} of the frozen worker's handlers ran to completion instead of being cancelled"));
     let leaked: i64 = sqlx::query_scalar(
-        "select count(*) from lq.jobs j, jsonb_array_elements(j.errors) e where j.id = any($1) and e->>'error' like $2",
+        "select count(*) from lq.all_jobs j, jsonb_array_elements(j.errors) e where j.id = any($1) and e->>'error' like $2",
     )
     .bind(&ids)
     .bind(format!("%{CANCELLED_MARK}%"))

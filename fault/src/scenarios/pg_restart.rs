@@ -119,7 +119,7 @@ async fn outage(
         d.tick().await?;
     }
     let leases_left: f64 = sqlx::query_scalar(
-        "select coalesce(extract(epoch from max(lease_expires_at) - now())::float8, 0) from lq.jobs where state = 'running'",
+        "select coalesce(extract(epoch from max(lease_expires_at) - now())::float8, 0) from lq.all_jobs where state = 'running'",
     )
     .fetch_one(&st.pool)
     .await?;

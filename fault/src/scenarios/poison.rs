@@ -165,7 +165,7 @@ pub(super) async fn run(st: &mut Stage<'_>) -> Result<Fleet> {
     let rows: Vec<(i64, i32, String, bool, i64)> = sqlx::query_as(
         "select j.id, j.attempts, j.errors::text, j.payload = $1::jsonb,
                 (select count(*) from fault.performed p where p.job_id = j.id)
-         from lq.jobs j where j.id = any($2)",
+         from lq.all_jobs j where j.id = any($2)",
     )
     .bind(BAD_PAYLOAD)
     .bind([panic_then_ok.as_slice(), &panic_always, &aborts, &bad].concat())

@@ -89,7 +89,7 @@ pub(super) async fn run(st: &mut Stage<'_>) -> Result<Fleet> {
     let rows: Vec<(i64, String, i32, i32, String, bool, f64)> = sqlx::query_as(
         "select p.job_id, p.worker, p.attempt, j.attempts, j.errors::text, p.finished_at is not null,
                 extract(epoch from p.started_at)::float8
-         from fault.performed p join lq.jobs j on j.id = p.job_id order by p.job_id, p.started_at",
+         from fault.performed p join lq.all_jobs j on j.id = p.job_id order by p.job_id, p.started_at",
     )
     .fetch_all(&st.pool)
     .await?;

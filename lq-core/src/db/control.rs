@@ -51,7 +51,7 @@ const COLUMNS: &str = "id, kind, queue, priority, payload, state, run_at, attemp
 
 /// One job by id.
 pub async fn job_get(conn: &mut PgConnection, id: i64) -> Result<Option<JobRow>, Error> {
-    sqlx::query_as(&format!("select {COLUMNS} from lq.jobs where id = $1"))
+    sqlx::query_as(&format!("select {COLUMNS} from lq.all_jobs where id = $1"))
         .bind(id)
         .fetch_optional(&mut *conn)
         .await
@@ -66,7 +66,7 @@ pub async fn job_list(
     limit: i64,
 ) -> Result<Vec<JobRow>, Error> {
     sqlx::query_as(&format!(
-        "select {COLUMNS} from lq.jobs
+        "select {COLUMNS} from lq.all_jobs
          where ($1::lq.job_state is null or state = $1) and ($2::text is null or queue = $2)
          order by id desc limit $3"
     ))
@@ -82,44 +82,75 @@ pub async fn job_list(
 /// its workers are told by NOTIFY. Returns the state before the call, or `None`
 /// when no such job exists.
 pub async fn job_cancel(conn: &mut PgConnection, id: i64) -> Result<Option<JobState>, Error> {
-    sqlx::query_scalar(
-        "with old as (select id, state from lq.jobs where id = $1 for update),
-         upd as (
+    let live = sqlx::query_scalar(concat!(
+        "with old as materialized (select id, state from lq.jobs where id = $1 for update),
+         flagged as (
              update lq.jobs j
-             set state = case when old.state = 'queued' then 'cancelled' else j.state end::lq.job_state,
-                 finished_at = case when old.state = 'queued' then now() else j.finished_at end,
-                 cancel_requested_at = case when old.state = 'running' then now() else j.cancel_requested_at end
-             from old where j.id = old.id and old.state in ('queued', 'running')
+             set cancel_requested_at = now()
+             from old where j.id = old.id and old.state = 'running'
              returning j.id
-         )
+         ),
+         moved as (
+             delete from lq.jobs j
+             using old
+             where j.id = old.id and old.state = 'queued'
+             returning j.*, 'cancelled'::lq.job_state as final_state, j.errors as final_errors
+         ),
+         ",
+        archive_moved!(),
+        "
          select old.state from old
          where case when old.state = 'running'
-                    then (select true from pg_notify('lq_cancel', old.id::text)) else true end",
-    )
+                    then (select true from pg_notify('lq_cancel', old.id::text)) else true end"
+    ))
     .bind(id)
     .fetch_optional(&mut *conn)
     .await
-    .map_err(err("job_cancel"))
+    .map_err(err("job_cancel"))?;
+    match live {
+        Some(state) => Ok(Some(state)),
+        None => job_state(conn, id).await,
+    }
 }
 
 /// Puts a dead or cancelled job back in the queue now with fresh attempts.
 /// Returns the state before the call; fails with a unique violation when another
 /// live job holds its key.
 pub async fn job_retry_now(conn: &mut PgConnection, id: i64) -> Result<Option<JobState>, Error> {
-    sqlx::query_scalar(
-        "with old as (select id, state, queue from lq.jobs where id = $1 for update),
-         upd as (
-             update lq.jobs j
-             set state = 'queued', run_at = now(), attempts = 0, finished_at = null, cancel_requested_at = null
-             from old where j.id = old.id and old.state in ('dead', 'cancelled')
-             returning j.id
+    let retried = sqlx::query_scalar(
+        "with old as materialized (
+             delete from lq.finished_jobs where id = $1 and state in ('dead', 'cancelled')
+             returning *
+         ),
+         requeued as (
+             insert into lq.jobs (id, kind, queue, priority, payload, state, run_at, attempts,
+                 max_attempts, unique_key, errors, created_at, started_at)
+             overriding system value
+             select id, kind, queue, priority, payload, 'queued', now(), 0,
+                 max_attempts, unique_key, errors, created_at, started_at
+             from old
+             returning id
          )
          select old.state from old
-         where case when old.state in ('dead', 'cancelled')
-                    then (select true from pg_notify('lq_jobs', old.queue)) else true end",
+         where (select true from pg_notify('lq_jobs', old.queue))",
     )
     .bind(id)
     .fetch_optional(&mut *conn)
     .await
-    .map_err(err("job_retry_now"))
+    .map_err(err("job_retry_now"))?;
+    match retried {
+        Some(state) => Ok(Some(state)),
+        None => job_state(conn, id).await,
+    }
+}
+
+/// A job's state, live or finished. Read in a statement of its own, after a
+/// write that found nothing to do: that write may have waited for a job to end,
+/// and only a fresh snapshot sees where it went.
+async fn job_state(conn: &mut PgConnection, id: i64) -> Result<Option<JobState>, Error> {
+    sqlx::query_scalar("select state from lq.all_jobs where id = $1")
+        .bind(id)
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(err("job_state"))
 }

@@ -2,7 +2,10 @@
 //! row, so a worker that lost its lease changes nothing and learns it.
 //!
 //! A job whose cancellation was requested while it ran ends `cancelled` whatever
-//! its handler returned.
+//! its handler returned. A job that ends moves to `lq.finished_jobs` in the same
+//! statement (`archive_moved!`); one that goes back to the queue stays in `lq.jobs`.
+//! Where a statement may do either, the choice is made in a first step that locks
+//! the row (so reads its newest version), and the two writes follow that choice.
 
 use sqlx::PgConnection;
 use uuid::Uuid;
@@ -25,12 +28,20 @@ pub async fn job_complete_many(
 ) -> Result<Vec<i64>, Error> {
     sqlx::query_scalar(concat!(
         held_rows!(),
+        ",
+         moved as (
+             delete from lq.jobs j
+             using held
+             where j.id = held.id
+             returning j.*,
+                 case when held.cancel_requested then 'cancelled' else 'succeeded' end::lq.job_state
+                     as final_state,
+                 j.errors as final_errors
+         ),
+         ",
+        archive_moved!(),
         "
-         update lq.jobs j
-         set state = case when j.cancel_requested_at is null then 'succeeded' else 'cancelled' end::lq.job_state,
-             finished_at = now(), lease_token = null, lease_owner = null, lease_expires_at = null
-         where j.id = any(array(select id from held))
-         returning j.id"
+         select id from archived"
     ))
     .bind(ids)
     .bind(tokens)
@@ -49,21 +60,23 @@ pub async fn job_fail(
     error: &str,
     retry_in_secs: Option<f64>,
 ) -> Result<Option<JobState>, Error> {
-    sqlx::query_scalar(
-        "update lq.jobs
-         set state = case
-                 when cancel_requested_at is not null then 'cancelled'
-                 when $4::float8 is null or attempts >= max_attempts then 'dead'
-                 else 'queued' end::lq.job_state,
-             run_at = case when $4::float8 is null then run_at else now() + make_interval(secs => $4) end,
-             finished_at = case
-                 when $4::float8 is null or attempts >= max_attempts or cancel_requested_at is not null
-                 then now() end,
-             errors = errors || jsonb_build_array(jsonb_build_object('attempt', attempts, 'at', now(), 'error', $3::text)),
-             lease_token = null, lease_owner = null, lease_expires_at = null
-         where id = $1 and lease_token = $2 and state = 'running'
-         returning state",
-    )
+    sqlx::query_scalar(concat!(
+        "with cur as materialized (
+             select id,
+                 case when cancel_requested_at is not null then 'cancelled'
+                      when $4::float8 is null or attempts >= max_attempts then 'dead'
+                      else 'queued' end::lq.job_state as next,
+                 errors || jsonb_build_array(jsonb_build_object(
+                     'attempt', attempts, 'at', now(), 'error', $3::text)) as next_errors
+             from lq.jobs
+             where id = $1 and lease_token = $2 and state = 'running'
+             for update
+         ),
+         ",
+        requeue_or_end!("run_at = now() + make_interval(secs => $4),"),
+        "
+         select state from requeued union all select state from archived"
+    ))
     .bind(id)
     .bind(token)
     .bind(error)
@@ -73,22 +86,28 @@ pub async fn job_fail(
     .map_err(err("job_fail"))
 }
 
-/// Requeues a job after `delay_secs` and gives back its attempt. `false` when the lease was lost.
+/// Requeues a job after `delay_secs` and gives back its attempt; a job whose
+/// cancellation was requested ends `cancelled` instead. `None` when the lease was lost.
 pub async fn job_snooze(
     conn: &mut PgConnection,
     id: i64,
     token: Uuid,
     delay_secs: f64,
 ) -> Result<Option<JobState>, Error> {
-    sqlx::query_scalar(
-        "update lq.jobs
-         set state = case when cancel_requested_at is null then 'queued' else 'cancelled' end::lq.job_state,
-             finished_at = case when cancel_requested_at is null then null else now() end,
-             run_at = now() + make_interval(secs => $3), attempts = attempts - 1,
-             lease_token = null, lease_owner = null, lease_expires_at = null
-         where id = $1 and lease_token = $2 and state = 'running'
-         returning state",
-    )
+    sqlx::query_scalar(concat!(
+        "with cur as materialized (
+             select id,
+                 case when cancel_requested_at is null then 'queued' else 'cancelled' end::lq.job_state as next,
+                 null::jsonb as next_errors
+             from lq.jobs
+             where id = $1 and lease_token = $2 and state = 'running'
+             for update
+         ),
+         ",
+        requeue_or_end!("run_at = now() + make_interval(secs => $3), attempts = j.attempts - 1,"),
+        "
+         select state from requeued union all select state from archived"
+    ))
     .bind(id)
     .bind(token)
     .bind(delay_secs)
@@ -104,24 +123,31 @@ pub async fn job_cancel_own(
     token: Uuid,
     reason: &str,
 ) -> Result<bool, Error> {
-    let r = sqlx::query(
-        "update lq.jobs
-         set state = 'cancelled', finished_at = now(),
-             errors = errors || jsonb_build_array(jsonb_build_object('attempt', attempts, 'at', now(), 'error', $3::text)),
-             lease_token = null, lease_owner = null, lease_expires_at = null
-         where id = $1 and lease_token = $2 and state = 'running'",
-    )
+    let ended: Option<i64> = sqlx::query_scalar(concat!(
+        "with moved as (
+             delete from lq.jobs j
+             where id = $1 and lease_token = $2 and state = 'running'
+             returning j.*, 'cancelled'::lq.job_state as final_state,
+                 j.errors || jsonb_build_array(jsonb_build_object(
+                     'attempt', j.attempts, 'at', now(), 'error', $3::text)) as final_errors
+         ),
+         ",
+        archive_moved!(),
+        "
+         select id from archived"
+    ))
     .bind(id)
     .bind(token)
     .bind(reason)
-    .execute(&mut *conn)
+    .fetch_optional(&mut *conn)
     .await
     .map_err(err("job_cancel_own"))?;
-    Ok(r.rows_affected() == 1)
+    Ok(ended.is_some())
 }
 
 /// Hands unfinished jobs back to the queue at shutdown, giving back their attempt.
-/// They keep their `run_at`, and so their place in the queue. Returns the ids released.
+/// They keep their `run_at`, and so their place in the queue; one whose
+/// cancellation was requested ends `cancelled`. Returns the ids released or ended.
 pub async fn job_release_many(
     conn: &mut PgConnection,
     ids: &[i64],
@@ -129,15 +155,17 @@ pub async fn job_release_many(
 ) -> Result<Vec<i64>, Error> {
     sqlx::query_scalar(concat!(
         held_rows!(),
+        ",
+         cur as (
+             select id,
+                 case when cancel_requested then 'cancelled' else 'queued' end::lq.job_state as next,
+                 null::jsonb as next_errors
+             from held
+         ),
+         ",
+        requeue_or_end!("attempts = j.attempts - 1,"),
         "
-         update lq.jobs j
-         set state = case when j.cancel_requested_at is null then 'queued' else 'cancelled' end::lq.job_state,
-             finished_at = case when j.cancel_requested_at is null then null else now() end,
-             attempts = j.attempts - 1,
-             lease_token = null, lease_owner = null, lease_expires_at = null
-         from held
-         where j.id = held.id
-         returning j.id"
+         select id from requeued union all select id from archived"
     ))
     .bind(ids)
     .bind(tokens)

@@ -40,35 +40,33 @@ pub async fn job_heartbeat_many(
     .map_err(err("job_heartbeat_many"))
 }
 
-/// Returns running jobs whose lease expired to the queue (or to `dead` when their
-/// attempts are spent, or `cancelled` when cancellation was requested), in one
-/// guarded statement: a job that completed meanwhile is left alone. Rescued jobs
-/// keep their `run_at`, so they keep their place instead of waiting behind the
-/// whole backlog.
+/// Returns running jobs whose lease expired to the queue (or ends them `dead` when
+/// their attempts are spent, or `cancelled` when cancellation was requested), in
+/// one guarded statement: a job that completed meanwhile is left alone. Rescued
+/// jobs keep their `run_at`, so they keep their place instead of waiting behind
+/// the whole backlog.
 pub async fn job_rescue_expired(conn: &mut PgConnection, limit: i64) -> Result<Vec<i64>, Error> {
-    sqlx::query_scalar(
-        "with expired as materialized (
-             select id from lq.jobs
+    sqlx::query_scalar(concat!(
+        "with cur as materialized (
+             select id,
+                 case when cancel_requested_at is not null then 'cancelled'
+                      when attempts >= max_attempts then 'dead'
+                      else 'queued' end::lq.job_state as next,
+                 errors || jsonb_build_array(jsonb_build_object(
+                     'attempt', attempts, 'at', now(),
+                     'error', 'lease expired: worker ' || coalesce(lease_owner, '?') || ' stopped heartbeating'))
+                     as next_errors
+             from lq.jobs
              where state = 'running' and lease_expires_at < now()
              order by id
              limit $1
              for update skip locked
-         )
-         update lq.jobs j
-         set state = case
-                 when j.cancel_requested_at is not null then 'cancelled'
-                 when j.attempts >= j.max_attempts then 'dead'
-                 else 'queued' end::lq.job_state,
-             finished_at = case
-                 when j.cancel_requested_at is not null or j.attempts >= j.max_attempts then now() end,
-             errors = j.errors || jsonb_build_array(jsonb_build_object(
-                 'attempt', j.attempts, 'at', now(),
-                 'error', 'lease expired: worker ' || coalesce(j.lease_owner, '?') || ' stopped heartbeating')),
-             lease_token = null, lease_owner = null, lease_expires_at = null
-         from expired
-         where j.id = expired.id and j.state = 'running' and j.lease_expires_at < now()
-         returning j.id",
-    )
+         ),
+         ",
+        requeue_or_end!(""),
+        "
+         select id from requeued union all select id from archived"
+    ))
     .bind(limit)
     .fetch_all(&mut *conn)
     .await

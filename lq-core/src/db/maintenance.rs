@@ -14,10 +14,11 @@ pub async fn job_prune(
     limit: i64,
 ) -> Result<u64, Error> {
     let r = sqlx::query(
-        "delete from lq.jobs where id in (
-             select id from lq.jobs
-             where (state in ('succeeded', 'cancelled') and finished_at < now() - make_interval(secs => $1))
-                or (state = 'dead' and finished_at < now() - make_interval(secs => $2))
+        "delete from lq.finished_jobs where id in (
+             select id from lq.finished_jobs
+             where finished_at < now() - make_interval(secs => least($1, $2))
+               and ((state in ('succeeded', 'cancelled') and finished_at < now() - make_interval(secs => $1))
+                    or (state = 'dead' and finished_at < now() - make_interval(secs => $2)))
              limit $3
          )",
     )
@@ -40,24 +41,29 @@ pub async fn job_bury_unknown_kinds(
     grace_secs: f64,
     limit: i64,
 ) -> Result<Vec<i64>, Error> {
-    sqlx::query_scalar(
+    sqlx::query_scalar(concat!(
         "with unknown as materialized (
              select id from lq.jobs
              where state = 'queued' and queue = any($1) and kind <> all($2)
                and run_at < now() - make_interval(secs => $3)
              limit $4
              for update skip locked
-         )
-         update lq.jobs j
-         set state = 'dead', finished_at = now(),
-             errors = j.errors || jsonb_build_array(jsonb_build_object(
-                 'attempt', j.attempts, 'at', now(),
-                 'error', 'unknown kind ' || j.kind || ': no job type with this kind is registered by the runtimes serving queue ' || j.queue)),
-             lease_token = null, lease_owner = null, lease_expires_at = null
-         from unknown
-         where j.id = unknown.id and j.state = 'queued'
-         returning j.id",
-    )
+         ),
+         moved as (
+             delete from lq.jobs j
+             using unknown
+             where j.id = unknown.id and j.state = 'queued'
+             returning j.*, 'dead'::lq.job_state as final_state,
+                 j.errors || jsonb_build_array(jsonb_build_object(
+                     'attempt', j.attempts, 'at', now(),
+                     'error', 'unknown kind ' || j.kind || ': no job type with this kind is registered by the runtimes serving queue ' || j.queue))
+                     as final_errors
+         ),
+         ",
+        archive_moved!(),
+        "
+         select id from archived"
+    ))
     .bind(queues)
     .bind(known_kinds)
     .bind(grace_secs)
@@ -79,9 +85,32 @@ pub async fn oldest_transaction_age(conn: &mut PgConnection) -> Result<f64, Erro
     .map_err(err("oldest_transaction_age"))
 }
 
-/// What the statistics say about `lq.jobs`, for the runtime's vacuum duty.
+/// A table of jobs the runtime keeps vacuumed: the queue churns dead rows with
+/// every claim and completion, the history with every prune.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobTable {
+    /// `lq.jobs`: live jobs.
+    Live,
+    /// `lq.finished_jobs`: the history, until pruned.
+    Finished,
+}
+
+impl JobTable {
+    /// Both tables.
+    pub const ALL: [JobTable; 2] = [JobTable::Live, JobTable::Finished];
+
+    /// The table's qualified name.
+    pub fn name(self) -> &'static str {
+        match self {
+            JobTable::Live => "lq.jobs",
+            JobTable::Finished => "lq.finished_jobs",
+        }
+    }
+}
+
+/// What the statistics say about a [`JobTable`], for the runtime's vacuum duty.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, sqlx::FromRow)]
-pub struct JobsTableStats {
+pub struct JobTableStats {
     /// Live rows, as last counted.
     pub live: i64,
     /// Dead row versions not yet vacuumed.
@@ -96,8 +125,11 @@ pub struct JobsTableStats {
     pub may_vacuum: bool,
 }
 
-/// Reads [`JobsTableStats`].
-pub async fn jobs_table_stats(conn: &mut PgConnection) -> Result<JobsTableStats, Error> {
+/// Reads [`JobTableStats`] of `table`.
+pub async fn job_table_stats(
+    conn: &mut PgConnection,
+    table: JobTable,
+) -> Result<JobTableStats, Error> {
     sqlx::query_as(
         "select n_live_tup as live, n_dead_tup as dead,
                 n_mod_since_analyze as modified_since_analyze,
@@ -108,22 +140,29 @@ pub async fn jobs_table_stats(conn: &mut PgConnection) -> Result<JobsTableStats,
                                  where option_name = 'autovacuum_enabled'), false) as autovacuum_off,
                 pg_has_role(c.relowner, 'USAGE') as may_vacuum
          from pg_stat_user_tables t join pg_class c on c.oid = t.relid
-         where t.relid = 'lq.jobs'::regclass",
+         where t.relid = $1::regclass",
     )
+    .bind(table.name())
     .fetch_one(&mut *conn)
     .await
-    .map_err(err("jobs_table_stats"))
+    .map_err(err("job_table_stats"))
 }
 
-/// Vacuums (and analyzes) `lq.jobs`, skipping it if another vacuum holds the table.
-pub async fn jobs_vacuum(conn: &mut PgConnection, vacuum: bool) -> Result<(), Error> {
-    let sql = if vacuum {
-        "vacuum (analyze, skip_locked) lq.jobs"
-    } else {
-        "analyze (skip_locked) lq.jobs"
+/// Vacuums and analyzes `table` (or only analyzes it), skipping it if another
+/// vacuum holds it.
+pub async fn job_table_vacuum(
+    conn: &mut PgConnection,
+    table: JobTable,
+    vacuum: bool,
+) -> Result<(), Error> {
+    let sql = match (table, vacuum) {
+        (JobTable::Live, true) => "vacuum (analyze, skip_locked) lq.jobs",
+        (JobTable::Live, false) => "analyze (skip_locked) lq.jobs",
+        (JobTable::Finished, true) => "vacuum (analyze, skip_locked) lq.finished_jobs",
+        (JobTable::Finished, false) => "analyze (skip_locked) lq.finished_jobs",
     };
     sqlx::Executor::execute(&mut *conn, sql)
         .await
-        .map_err(err("jobs_vacuum"))?;
+        .map_err(err("job_table_vacuum"))?;
     Ok(())
 }

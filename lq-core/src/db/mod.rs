@@ -13,14 +13,71 @@ use crate::Error;
 /// `$2` (exact fencing, since every claim mints a fresh random token), and locks
 /// them in id order, so two batches of one worker (heartbeat, completions,
 /// hand-back) can never deadlock.
+///
+/// It also reads, from the locked (so newest) row version, whether a cancel was
+/// requested: statements that split the rows by it must decide here, not in a
+/// later step that reads the statement's snapshot.
 macro_rules! held_rows {
     () => {
         "with held as materialized (
-             select j.id from lq.jobs j
+             select j.id, j.cancel_requested_at is not null as cancel_requested from lq.jobs j
              where j.id = any($1::bigint[]) and j.lease_token = any($2::uuid[])
              order by j.id
              for update of j
          )"
+    };
+}
+
+/// The closing step of every statement that ends jobs. A job that ends leaves
+/// `lq.jobs` for `lq.finished_jobs` in the statement that ends it, so the queue
+/// table holds only live jobs however much history is kept.
+///
+/// The statement must define `moved` as a `delete from lq.jobs j … returning j.*`
+/// plus the job's `final_state` and `final_errors`; this inserts those rows into
+/// `lq.finished_jobs` (finished now) as `archived`, which returns `id, state`.
+macro_rules! archive_moved {
+    () => {
+        "archived as (
+             insert into lq.finished_jobs (id, kind, queue, priority, payload, state, run_at,
+                 attempts, max_attempts, unique_key, cancel_requested_at, errors, created_at,
+                 started_at, finished_at)
+             select id, kind, queue, priority, payload, final_state, run_at,
+                 attempts, max_attempts, unique_key, cancel_requested_at, final_errors, created_at,
+                 started_at, now()
+             from moved
+             returning id, state
+         )"
+    };
+}
+
+/// The two writes of a statement that either sends jobs back to the queue or ends
+/// them. The statement first defines `cur (id, next, next_errors)` from the
+/// locked rows: `next` is the state chosen (`queued`, or a final one) and
+/// `next_errors` the errors to store (null: unchanged). `$set` adds assignments
+/// to a requeue, each followed by a comma. Defines `requeued` (returning `id,
+/// state`), `moved` and `archived` (see `archive_moved!`).
+macro_rules! requeue_or_end {
+    ($set:literal) => {
+        concat!(
+            "requeued as (
+                 update lq.jobs j
+                 set state = 'queued', errors = coalesce(cur.next_errors, j.errors), ",
+            $set,
+            "
+                     lease_token = null, lease_owner = null, lease_expires_at = null
+                 from cur
+                 where j.id = cur.id and cur.next = 'queued'
+                 returning j.id, j.state
+             ),
+             moved as (
+                 delete from lq.jobs j
+                 using cur
+                 where j.id = cur.id and cur.next <> 'queued'
+                 returning j.*, cur.next as final_state, coalesce(cur.next_errors, j.errors) as final_errors
+             ),
+             ",
+            archive_moved!()
+        )
     };
 }
 
