@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use lq_runtime::{control, CoreError as Error, Job, JobState};
-use lq_tests::TestDb;
+use lq_tests::{finish_job, TestDb};
 
 use crate::jobs::{quick, start_runtime, Doomed, Ledger, Noop, Patient};
 
@@ -63,6 +63,38 @@ async fn cancelling_a_running_job_signals_its_handler_and_ends_it_cancelled() {
     let row = control::get(&db.pool, id).await.unwrap();
     assert!(row.cancel_requested_at.is_some());
     assert_eq!(row.attempts, 1);
+}
+
+/// A cancel that waits for the row while the job's completion commits reports the
+/// state the job ended in, not "no such job": the job has left `lq.jobs`, and only a
+/// fresh snapshot finds it in the history.
+#[tokio::test]
+async fn a_cancel_that_waits_out_the_jobs_completion_reports_its_final_state() {
+    let db = TestDb::new().await;
+    let id = Noop { n: 1 }.enqueue(&db.pool).await.unwrap().id;
+    let mut completion = db.pool.begin().await.unwrap();
+    finish_job(&mut completion, id, "succeeded", 0.0).await;
+    let pool = db.pool.clone();
+    let cancel = tokio::spawn(async move { control::cancel(&pool, id).await });
+    db.wait_for(
+        "the cancel to wait for the completion's row lock",
+        "select exists (select 1 from pg_stat_activity
+                        where datname = current_database() and wait_event_type = 'Lock')",
+        LIMIT,
+    )
+    .await;
+    completion.commit().await.unwrap();
+    let err = cancel.await.unwrap().unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::WrongState {
+                state: JobState::Succeeded,
+                ..
+            }
+        ),
+        "{err}"
+    );
 }
 
 #[tokio::test]

@@ -85,23 +85,8 @@ impl TestDb {
     /// Ends live job `id` in final `state` as if it finished `ago_secs` seconds ago,
     /// moving it to `lq.finished_jobs` as the runtime does.
     pub async fn finish(&self, id: i64, state: &str, ago_secs: f64) {
-        let moved = sqlx::query(
-            "with moved as (delete from lq.jobs where id = $1 returning *)
-             insert into lq.finished_jobs (id, kind, queue, priority, payload, state, run_at,
-                 attempts, max_attempts, unique_key, cancel_requested_at, errors, created_at,
-                 started_at, finished_at)
-             select id, kind, queue, priority, payload, $2::text::lq.job_state, run_at,
-                 attempts, max_attempts, unique_key, cancel_requested_at, errors, created_at,
-                 started_at, now() - make_interval(secs => $3)
-             from moved",
-        )
-        .bind(id)
-        .bind(state)
-        .bind(ago_secs)
-        .execute(&self.pool)
-        .await
-        .expect("finish a job");
-        assert_eq!(moved.rows_affected(), 1, "job {id} is not live");
+        let mut conn = self.pool.acquire().await.expect("connection");
+        finish_job(&mut conn, id, state, ago_secs).await;
     }
 
     /// Waits until `sql` (a query returning one boolean) is true, or panics after `limit`.
@@ -132,6 +117,27 @@ impl TestDb {
         )
         .await;
     }
+}
+
+/// [`TestDb::finish`] on a connection of the caller's, such as an open transaction.
+pub async fn finish_job(conn: &mut PgConnection, id: i64, state: &str, ago_secs: f64) {
+    let moved = sqlx::query(
+        "with moved as (delete from lq.jobs where id = $1 returning *)
+         insert into lq.finished_jobs (id, kind, queue, priority, payload, state, run_at,
+             attempts, max_attempts, unique_key, cancel_requested_at, errors, created_at,
+             started_at, finished_at)
+         select id, kind, queue, priority, payload, $2::text::lq.job_state, run_at,
+             attempts, max_attempts, unique_key, cancel_requested_at, errors, created_at,
+             started_at, now() - make_interval(secs => $3)
+         from moved",
+    )
+    .bind(id)
+    .bind(state)
+    .bind(ago_secs)
+    .execute(conn)
+    .await
+    .expect("finish a job");
+    assert_eq!(moved.rows_affected(), 1, "job {id} is not live");
 }
 
 impl Drop for TestDb {
