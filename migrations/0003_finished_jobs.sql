@@ -19,6 +19,8 @@ create table lq.finished_jobs (
     attempts            integer      not null,
     max_attempts        integer      not null,
     unique_key          text,
+    -- the worker that held the job's last lease (null if it never ran)
+    lease_owner         text,
     cancel_requested_at timestamptz,
     errors              jsonb        not null,
     created_at          timestamptz  not null,
@@ -33,9 +35,10 @@ with moved as (
     delete from lq.jobs where state in ('succeeded', 'dead', 'cancelled') returning *
 )
 insert into lq.finished_jobs (id, kind, queue, priority, payload, state, run_at, attempts,
-    max_attempts, unique_key, cancel_requested_at, errors, created_at, started_at, finished_at)
+    max_attempts, unique_key, lease_owner, cancel_requested_at, errors, created_at, started_at,
+    finished_at)
 select id, kind, queue, priority, payload, state, run_at, attempts,
-    max_attempts, unique_key, cancel_requested_at, errors, created_at, started_at,
+    max_attempts, unique_key, lease_owner, cancel_requested_at, errors, created_at, started_at,
     coalesce(finished_at, now())
 from moved;
 
@@ -43,7 +46,8 @@ drop index lq.jobs_finished;
 
 alter table lq.jobs add constraint jobs_live_only check (state in ('queued', 'running'));
 
--- Every job, live or finished, with the columns of lq.jobs (a finished job holds no lease).
+-- Every job, live or finished, with the columns of lq.jobs. A finished job holds no
+-- lease; its lease_owner is the worker of its last attempt.
 create view lq.all_jobs as
     select id, kind, queue, priority, payload, state, run_at, attempts, max_attempts, unique_key,
            lease_token, lease_owner, lease_expires_at, cancel_requested_at, errors, created_at,
@@ -51,6 +55,6 @@ create view lq.all_jobs as
     from lq.jobs
     union all
     select id, kind, queue, priority, payload, state, run_at, attempts, max_attempts, unique_key,
-           null, null, null, cancel_requested_at, errors, created_at,
+           null, lease_owner, null, cancel_requested_at, errors, created_at,
            started_at, finished_at
     from lq.finished_jobs;

@@ -40,13 +40,15 @@ async fn a_failing_job_is_retried_until_it_succeeds() {
 }
 
 /// Finished jobs leave the queue table in the statement that ends them, so
-/// `lq.jobs` holds only live work however much history is kept.
+/// `lq.jobs` holds only live work however much history is kept; the history
+/// names the worker of each job's last attempt.
 #[tokio::test]
 async fn finished_jobs_leave_the_queue_table_for_the_history() {
     let db = TestDb::new().await;
     let ok = Noop { n: 1 }.enqueue(&db.pool).await.unwrap().id;
     let dead = Doomed.enqueue(&db.pool).await.unwrap().id;
     let rt = start_runtime(&db, "default", 8, quick(), &Ledger::default()).await;
+    let rt_owner = rt.owner().to_owned();
     db.wait_idle(LIMIT).await;
     rt.shutdown().await.unwrap();
     let live: i64 = sqlx::query_scalar("select count(*) from lq.jobs")
@@ -54,15 +56,20 @@ async fn finished_jobs_leave_the_queue_table_for_the_history() {
         .await
         .unwrap();
     assert_eq!(live, 0);
-    let finished: Vec<(i64, String, i32)> = sqlx::query_as(
-        "select id, state::text, attempts from lq.finished_jobs where finished_at is not null order by id",
+    let finished: Vec<(i64, String, i32, bool)> = sqlx::query_as(
+        "select id, state::text, attempts, lease_owner = $1
+         from lq.finished_jobs where finished_at is not null order by id",
     )
+    .bind(rt_owner)
     .fetch_all(&db.pool)
     .await
     .unwrap();
     assert_eq!(
         finished,
-        vec![(ok, "succeeded".into(), 1), (dead, "dead".into(), 3)]
+        vec![
+            (ok, "succeeded".into(), 1, true),
+            (dead, "dead".into(), 3, true)
+        ]
     );
 }
 

@@ -124,10 +124,10 @@ pub async fn finish_job(conn: &mut PgConnection, id: i64, state: &str, ago_secs:
     let moved = sqlx::query(
         "with moved as (delete from lq.jobs where id = $1 returning *)
          insert into lq.finished_jobs (id, kind, queue, priority, payload, state, run_at,
-             attempts, max_attempts, unique_key, cancel_requested_at, errors, created_at,
+             attempts, max_attempts, unique_key, lease_owner, cancel_requested_at, errors, created_at,
              started_at, finished_at)
          select id, kind, queue, priority, payload, $2::text::lq.job_state, run_at,
-             attempts, max_attempts, unique_key, cancel_requested_at, errors, created_at,
+             attempts, max_attempts, unique_key, lease_owner, cancel_requested_at, errors, created_at,
              started_at, now() - make_interval(secs => $3)
          from moved",
     )

@@ -30,7 +30,8 @@ pub struct JobRow {
     pub max_attempts: i32,
     /// Unique key, if any.
     pub unique_key: Option<String>,
-    /// Worker holding the lease, while running.
+    /// Worker holding the lease, while running; for a finished job, the worker
+    /// of its last attempt (none if it never ran).
     pub lease_owner: Option<String>,
     /// Lease expiry, while running.
     pub lease_expires_at: Option<DateTime<Utc>>,

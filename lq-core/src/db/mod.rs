@@ -39,10 +39,10 @@ macro_rules! archive_moved {
     () => {
         "archived as (
              insert into lq.finished_jobs (id, kind, queue, priority, payload, state, run_at,
-                 attempts, max_attempts, unique_key, cancel_requested_at, errors, created_at,
+                 attempts, max_attempts, unique_key, lease_owner, cancel_requested_at, errors, created_at,
                  started_at, finished_at)
              select id, kind, queue, priority, payload, final_state, run_at,
-                 attempts, max_attempts, unique_key, cancel_requested_at, final_errors, created_at,
+                 attempts, max_attempts, unique_key, lease_owner, cancel_requested_at, final_errors, created_at,
                  started_at, now()
              from moved
              returning id, state
