@@ -19,7 +19,7 @@ create table lq.finished_jobs (
     attempts            integer      not null,
     max_attempts        integer      not null,
     unique_key          text,
-    -- the worker that held the job's last lease (null if it never ran)
+    -- the worker that held the lease when the job ended (null if it ended while queued)
     lease_owner         text,
     cancel_requested_at timestamptz,
     errors              jsonb        not null,
@@ -47,7 +47,7 @@ drop index lq.jobs_finished;
 alter table lq.jobs add constraint jobs_live_only check (state in ('queued', 'running'));
 
 -- Every job, live or finished, with the columns of lq.jobs. A finished job holds no
--- lease; its lease_owner is the worker of its last attempt.
+-- lease; its lease_owner is the worker that held the lease when it ended.
 create view lq.all_jobs as
     select id, kind, queue, priority, payload, state, run_at, attempts, max_attempts, unique_key,
            lease_token, lease_owner, lease_expires_at, cancel_requested_at, errors, created_at,

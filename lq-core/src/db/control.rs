@@ -31,7 +31,7 @@ pub struct JobRow {
     /// Unique key, if any.
     pub unique_key: Option<String>,
     /// Worker holding the lease, while running; for a finished job, the worker
-    /// of its last attempt (none if it never ran).
+    /// that held it when the job ended (none if it ended while queued).
     pub lease_owner: Option<String>,
     /// Lease expiry, while running.
     pub lease_expires_at: Option<DateTime<Utc>>,
