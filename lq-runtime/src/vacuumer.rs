@@ -22,7 +22,7 @@ use tracing::{debug, info, warn};
 
 use crate::shared::Shared;
 
-/// How often the table's statistics are checked.
+/// How often each table's statistics are checked.
 const CHECK_EVERY: Duration = Duration::from_secs(5);
 /// Dead rows tolerated before vacuuming: this many, or this fraction of live rows.
 /// A backlog can hold millions of live rows, so a fraction of them can be large:
