@@ -264,3 +264,37 @@ async fn pool_enqueue_notify_uses_a_connection_of_its_own_and_survives_losing_it
     enqueue_then_notify(&db, &mut listener, 2).await;
     assert_eq!(notifiers().await, 1, "after enqueue 2");
 }
+
+#[tokio::test]
+async fn the_wake_up_notify_skips_the_wal_flush_for_its_own_transaction_only() {
+    let db = TestDb::new().await;
+    let mut conn = db.pool.acquire().await.unwrap();
+    let setting = "select current_setting('synchronous_commit')";
+    let before: String = sqlx::query_scalar(setting)
+        .fetch_one(&mut *conn)
+        .await
+        .unwrap();
+    assert_ne!(
+        before, "off",
+        "the test needs a server that waits for its flushes"
+    );
+
+    // Inside a transaction, to see the setting the NOTIFY's commit will use.
+    sqlx::query("begin").execute(&mut *conn).await.unwrap();
+    lq_runtime::db::enqueue::queues_notify(&mut *conn, &["default".to_owned()])
+        .await
+        .unwrap();
+    let during: String = sqlx::query_scalar(setting)
+        .fetch_one(&mut *conn)
+        .await
+        .unwrap();
+    sqlx::query("commit").execute(&mut *conn).await.unwrap();
+    assert_eq!(during, "off");
+
+    // Nothing after it, on a connection that goes back to the application's pool.
+    let after: String = sqlx::query_scalar(setting)
+        .fetch_one(&mut *conn)
+        .await
+        .unwrap();
+    assert_eq!(after, before);
+}

@@ -127,18 +127,30 @@ const INSERT_MANY_UNIQUE: &str = "with ins as (
      having case when coalesce(bool_or(ready), false) and $8
                  then (select true from pg_notify('lq_jobs', $2)) else true end";
 
-/// Sends the wake-up NOTIFY for each of `queues` in one short transaction.
+/// Sends the wake-up NOTIFY for each of `queues` in one short transaction of its
+/// own (autocommit: never call it inside a transaction that writes data).
+///
+/// That transaction commits without waiting for its WAL flush (`synchronous_commit`
+/// off, for it alone): a NOTIFY carries no data a crash could lose, the jobs it
+/// announces were committed durably by their own enqueue. Not waiting takes a disk
+/// flush off the path from enqueue to `perform`, and shortens the time the NOTIFY
+/// holds PostgreSQL's database-wide notify lock.
 pub async fn queues_notify<'c>(
     conn: impl sqlx::PgExecutor<'c>,
     queues: &[String],
 ) -> Result<(), Error> {
-    sqlx::query("select pg_notify('lq_jobs', q) from unnest($1::text[]) as q")
+    sqlx::query(QUEUES_NOTIFY)
         .bind(queues)
         .execute(conn)
         .await
         .map_err(err("queues_notify"))?;
     Ok(())
 }
+
+/// `set_config(…, true)` lasts until this statement's own commit.
+const QUEUES_NOTIFY: &str = "select pg_notify('lq_jobs', q)
+     from (select set_config('synchronous_commit', 'off', true)) as async_commit,
+          unnest($1::text[]) as q";
 
 const INSERT_ONE: &str = "with ins as (
          insert into lq.jobs (kind, queue, priority, payload, run_at, max_attempts, unique_key)
