@@ -11,9 +11,10 @@
 //! Handlers leave a trace in `fault.performed` (one row per attempt, keyed by lease
 //! token: a start, then a finish or a cancellation), in the same database.
 //!
-//! ```no_run
-//! // scripts/fault-suite builds this crate and runs:
-//! //   LQ_FORCE_PRIVATE=1 scripts/with-postgres target/release/lq-fault --seed 42
+//! `scripts/fault-suite` builds this crate and runs:
+//!
+//! ```text
+//! LQ_FORCE_PRIVATE=1 scripts/with-postgres target/release/lq-fault --seed 42
 //! ```
 
 pub mod classify;

@@ -15,7 +15,7 @@ pub struct Stats {
     pub(crate) lease_lost: AtomicU64,
 }
 
-/// A copy of [`Stats`] at one moment.
+/// The runtime's job counters at one moment, from [`Runtime::stats`](crate::Runtime::stats).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct StatsSnapshot {
