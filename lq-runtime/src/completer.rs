@@ -8,7 +8,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 use uuid::Uuid;
 
-use crate::{shared::retry_delay, shared::Shared, slots::Slot, stats::Stats};
+use crate::{hot_conn::HotConn, shared::retry_delay, shared::Shared, slots::Slot, stats::Stats};
 
 /// A job whose `perform` returned `Ok`, waiting to be marked succeeded. It keeps
 /// its lease slot until the write lands, so a queue never holds more than
@@ -33,6 +33,7 @@ pub(crate) async fn run(
     stop: CancellationToken,
 ) {
     let max = shared.config.max_complete_batch.max(1);
+    let mut conn = HotConn::new(shared.hot_pool.clone());
     let mut batch = Vec::with_capacity(max);
     loop {
         let got = tokio::select! {
@@ -42,7 +43,7 @@ pub(crate) async fn run(
                     batch.push(c);
                 }
                 for chunk in batch.chunks(max) {
-                    write(&shared, chunk).await;
+                    write(&shared, &mut conn, chunk).await;
                 }
                 Slot::release_all(batch.into_iter().map(|c| c.slot));
                 return;
@@ -52,7 +53,7 @@ pub(crate) async fn run(
             return; // every sender is gone
         }
         gather_ready(&mut rx, &mut batch, max).await;
-        write(&shared, &batch).await;
+        write(&shared, &mut conn, &batch).await;
         Slot::release_all(batch.drain(..).map(|c| c.slot));
     }
 }
@@ -87,21 +88,21 @@ async fn gather_ready(
     }
 }
 
-async fn write(shared: &Shared, batch: &[Completion]) {
+async fn write(shared: &Shared, conn: &mut HotConn, batch: &[Completion]) {
     let ids: Vec<i64> = batch.iter().map(|c| c.id).collect();
     let tokens: Vec<Uuid> = batch.iter().map(|c| c.token).collect();
     let mut failures = 0u32;
     let began = std::time::Instant::now();
     let done = loop {
-        let r = shared
-            .with_hot_conn("job_complete_many", |mut conn| {
-                let (ids, tokens) = (&ids, &tokens);
-                async move { db::finish::job_complete_many(&mut conn, ids, tokens).await }
-            })
-            .await;
+        let r = db::timed("job_complete_many", shared.config.db_timeout, async {
+            let c = conn.get("job_complete_many").await?;
+            db::finish::job_complete_many(c, &ids, &tokens).await
+        })
+        .await;
         match r {
             Ok(done) => break done,
             Err(e) => {
+                conn.discard();
                 failures += 1;
                 warn!(jobs = ids.len(), error = %chain(&e), "could not mark jobs succeeded; retrying");
                 if shared.hard_stop.is_cancelled() && failures >= 3 {

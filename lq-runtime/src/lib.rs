@@ -45,6 +45,7 @@ mod config;
 mod error;
 mod executor;
 mod heartbeat;
+mod hot_conn;
 mod inflight;
 mod listener;
 mod producer;

@@ -6,11 +6,14 @@ use lq_core::db;
 use tokio::sync::Notify;
 use tracing::{debug, warn};
 
-use crate::{executor, shared::retry_delay, shared::Shared, slots::Slots, stats::Stats};
+use crate::{
+    executor, hot_conn::HotConn, shared::retry_delay, shared::Shared, slots::Slots, stats::Stats,
+};
 
 /// Claims jobs for `queue` until the runtime stops. `slots` bounds how many of its
 /// jobs run and are leased at once; each claim asks for at most the free slots.
 pub(crate) async fn run(shared: Arc<Shared>, queue: String, slots: Slots, wake: Arc<Notify>) {
+    let mut conn = HotConn::new(shared.hot_pool.clone());
     let mut failures = 0u32;
     loop {
         if shared.stopping.is_cancelled() {
@@ -27,29 +30,25 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: String, slots: Slots, wake: 
         }
         let limit = free.min(shared.config.max_claim_batch);
         let began = std::time::Instant::now();
-        let claimed = shared
-            .with_hot_conn("job_claim", |mut conn| {
-                let shared = &shared;
-                let queue = &queue;
-                async move {
-                    db::claim::job_claim(
-                        &mut conn,
-                        queue,
-                        &shared.kinds,
-                        &shared.lease_secs,
-                        limit as i64,
-                        &shared.config.owner,
-                    )
-                    .await
-                }
-            })
-            .await;
+        let claimed = db::timed("job_claim", shared.config.db_timeout, async {
+            db::claim::job_claim(
+                conn.get("job_claim").await?,
+                &queue,
+                &shared.kinds,
+                &shared.lease_secs,
+                limit as i64,
+                &shared.config.owner,
+            )
+            .await
+        })
+        .await;
         let jobs = match claimed {
             Ok(jobs) => {
                 failures = 0;
                 jobs
             }
             Err(e) => {
+                conn.discard();
                 failures += 1;
                 warn!(queue, error = %lq_core::chain(&e), "claim failed; retrying");
                 if shared.pause(retry_delay(failures)).await {

@@ -13,7 +13,8 @@ use crate::{inflight::Inflight, stats::Stats, RuntimeConfig};
 pub(crate) struct Shared {
     pub pool: PgPool,
     /// Connections for claims and completions only, which force generic plans
-    /// (see `lq_core::db::claim::job_claim`).
+    /// (see `lq_core::db::claim::job_claim`). Each claimer and the completer keeps
+    /// one of them ([`crate::hot_conn::HotConn`]).
     pub hot_pool: PgPool,
     pub config: RuntimeConfig,
     pub registry: Registry,
@@ -43,15 +44,6 @@ impl Shared {
         Fut: Future<Output = Result<T, Error>>,
     {
         Self::on(&self.pool, op, self.config.db_timeout, f).await
-    }
-
-    /// [`Shared::with_conn`] on a hot-path connection: claims and completions only.
-    pub async fn with_hot_conn<T, F, Fut>(&self, op: &'static str, f: F) -> Result<T, Error>
-    where
-        F: FnOnce(PoolConnection<Postgres>) -> Fut,
-        Fut: Future<Output = Result<T, Error>>,
-    {
-        Self::on(&self.hot_pool, op, self.config.db_timeout, f).await
     }
 
     async fn on<T, F, Fut>(

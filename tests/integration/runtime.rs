@@ -475,3 +475,48 @@ async fn notify_wakes_workers_for_pool_and_transaction_enqueues() {
     rt.shutdown().await.unwrap();
     assert_eq!(db.count("succeeded").await, 5 * 41);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_and_completions_go_on_after_the_runtime_loses_its_connections() {
+    // The claimer and the completer keep their connections between statements:
+    // after these are terminated they must take new ones, not retry on dead ones.
+    let db = TestDb::new().await;
+    const APP: &str = "lq-test-terminated";
+    let opts = db
+        .pool
+        .connect_options()
+        .as_ref()
+        .clone()
+        .application_name(APP);
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(4)
+        .connect_lazy_with(opts);
+    let rt = Runtime::builder(pool)
+        .queue("default", 4)
+        .state(Ledger::default())
+        .start()
+        .await
+        .unwrap();
+    let succeeded =
+        |n: i64| format!("select count(*) = {n} from lq.all_jobs where state = 'succeeded'");
+
+    Noop { n: 1 }.enqueue(&db.pool).await.unwrap();
+    db.wait_for("the first job", &succeeded(1), LIMIT).await;
+    let terminated: Vec<bool> = sqlx::query_scalar(
+        "select pg_terminate_backend(pid) from pg_stat_activity
+         where datname = current_database() and application_name = $1",
+    )
+    .bind(APP)
+    .fetch_all(&db.pool)
+    .await
+    .unwrap();
+    // At least the claimer's and the completer's.
+    assert!(terminated.len() >= 2, "{terminated:?}");
+
+    for n in 2..=5 {
+        Noop { n }.enqueue(&db.pool).await.unwrap();
+    }
+    db.wait_for("the jobs after the loss", &succeeded(5), LIMIT)
+        .await;
+    rt.shutdown().await.unwrap();
+}

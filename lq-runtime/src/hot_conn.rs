@@ -1,0 +1,41 @@
+//! A hot-path connection that a claimer or the completer keeps between statements.
+//!
+//! sqlx pings a connection each time it goes back to the pool (a round trip per
+//! release), and when every connection of the small hot-path pool is taken, the next
+//! acquire waits for that ping. A task that keeps its connection pays neither, once
+//! per claim or completion batch. After a call that fails or runs out of time the
+//! connection is closed, never reused: a statement cut off mid-way leaves it in an
+//! unknown state. The next call takes a fresh one from the pool.
+
+use lq_core::{db, Error};
+use sqlx::{pool::PoolConnection, PgConnection, PgPool, Postgres};
+
+/// One task's hot-path connection, taken from the pool on first use.
+pub(crate) struct HotConn {
+    pool: PgPool,
+    conn: Option<PoolConnection<Postgres>>,
+}
+
+impl HotConn {
+    /// No connection is taken until the first call.
+    pub fn new(pool: PgPool) -> Self {
+        Self { pool, conn: None }
+    }
+
+    /// The kept connection, taken from the pool first if there is none. Call it
+    /// inside the same [`db::timed`] as the statement, and [`HotConn::discard`]
+    /// when that fails.
+    pub async fn get(&mut self, op: &'static str) -> Result<&mut PgConnection, Error> {
+        if self.conn.is_none() {
+            self.conn = Some(self.pool.acquire().await.map_err(db::err(op))?);
+        }
+        Ok(self.conn.as_mut().expect("taken above"))
+    }
+
+    /// Closes the kept connection after a failed or timed-out call.
+    pub fn discard(&mut self) {
+        if let Some(mut conn) = self.conn.take() {
+            conn.close_on_drop();
+        }
+    }
+}
