@@ -67,7 +67,10 @@ pub async fn run(ctx: &mut Ctx) -> Result<()> {
 }
 
 async fn once(ctx: &Ctx, producers: u32, notify: bool, secs: f64) -> Result<f64> {
-    let pool = db::pool(&ctx.opts, producers).await?;
+    // Two connections per producer: sqlx pings a connection as it goes back to the
+    // pool, and with no spare one each enqueue would wait for the previous one's ping
+    // (an application's pool is larger than its concurrent enqueues anyway).
+    let pool = db::pool(&ctx.opts, 2 * producers).await?;
     let start = Instant::now();
     let deadline = start + Duration::from_secs_f64(secs);
     let mut tasks = JoinSet::new();
