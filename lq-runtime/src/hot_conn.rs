@@ -2,8 +2,8 @@
 //!
 //! sqlx pings a connection each time it goes back to the pool (a round trip per
 //! release), and when every connection of the small hot-path pool is taken, the next
-//! acquire waits for that ping. A task that keeps its connection pays neither, once
-//! per claim or completion batch. After a call that fails or runs out of time the
+//! acquire waits for that ping. A task that keeps its connection skips both on every
+//! claim and completion batch. After a call that fails or runs out of time the
 //! connection is closed, never reused: a statement cut off mid-way leaves it in an
 //! unknown state. The next call takes a fresh one from the pool.
 
@@ -32,10 +32,13 @@ impl HotConn {
         Ok(self.conn.as_mut().expect("taken above"))
     }
 
-    /// Closes the kept connection after a failed or timed-out call.
+    /// Drops the kept connection after a failed or timed-out call. It is detached
+    /// from the pool first, so its place is free at once: sqlx's graceful close
+    /// would hold the place until it finished, which on a dead connection can take
+    /// up to its 5 s close timeout, and the next call would wait for it.
     pub fn discard(&mut self) {
-        if let Some(mut conn) = self.conn.take() {
-            conn.close_on_drop();
+        if let Some(conn) = self.conn.take() {
+            drop(conn.detach());
         }
     }
 }
