@@ -43,21 +43,8 @@ impl Shared {
         F: FnOnce(PoolConnection<Postgres>) -> Fut,
         Fut: Future<Output = Result<T, Error>>,
     {
-        Self::on(&self.pool, op, self.config.db_timeout, f).await
-    }
-
-    async fn on<T, F, Fut>(
-        pool: &PgPool,
-        op: &'static str,
-        timeout: Duration,
-        f: F,
-    ) -> Result<T, Error>
-    where
-        F: FnOnce(PoolConnection<Postgres>) -> Fut,
-        Fut: Future<Output = Result<T, Error>>,
-    {
-        db::timed(op, timeout, async {
-            let conn = pool.acquire().await.map_err(db::err(op))?;
+        db::timed(op, self.config.db_timeout, async {
+            let conn = self.pool.acquire().await.map_err(db::err(op))?;
             f(conn).await
         })
         .await
