@@ -224,6 +224,50 @@ async fn every_pool_enqueue_is_followed_by_a_notify() {
     }
 }
 
+#[tokio::test]
+async fn bulk_enqueue_in_a_transaction_notifies_only_for_inserted_jobs_that_are_due() {
+    let db = TestDb::new().await;
+    let mut listener = jobs_listener(&db).await;
+    let opts = |queue: &str| EnqueueOptions::new().queue(queue);
+
+    // Delayed: no NOTIFY.
+    let mut tx = db.pool.begin().await.unwrap();
+    let later = (0..100).map(|n| Noop { n });
+    let delay = Duration::from_secs(3600);
+    let done = Noop::enqueue_many(&mut tx, later, opts("later").delay(delay))
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(done.ids.len(), 100);
+    assert!(done.ids.windows(2).all(|w| w[0] < w[1]), "ids ascend");
+
+    // Due, but every key already live, so nothing inserted: no NOTIFY.
+    let mut tx = db.pool.begin().await.unwrap();
+    let quiet = EnqueueOptions::new().queue("skipped").notify(false);
+    UniqueOrder { order_id: 7 }
+        .enqueue_with(&mut tx, quiet)
+        .await
+        .unwrap();
+    let dup = [UniqueOrder { order_id: 7 }];
+    let done = UniqueOrder::enqueue_many(&mut tx, dup, opts("skipped"))
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!((done.ids.len(), done.skipped), (0, 1));
+
+    // Due and inserted: one NOTIFY at commit. Notifications arrive in commit
+    // order, so had either batch above sent one, it would come first.
+    let mut tx = db.pool.begin().await.unwrap();
+    let now = (0..100).map(|n| Noop { n });
+    Noop::enqueue_many(&mut tx, now, opts("now")).await.unwrap();
+    tx.commit().await.unwrap();
+    let note = tokio::time::timeout(Duration::from_secs(5), listener.recv())
+        .await
+        .expect("a NOTIFY for the due batch")
+        .unwrap();
+    assert_eq!(note.payload(), "now");
+}
+
 /// The notifier's backends on the current database.
 const NOTIFIER_BACKENDS: &str =
     "from pg_stat_activity where datname = current_database() and application_name = 'lq-notifier'";

@@ -69,8 +69,8 @@ pub async fn job_find_live_by_key(
     .map_err(err("job_find_live_by_key"))
 }
 
-/// Inserts many jobs of one kind in one statement; returns the ids inserted (rows
-/// whose unique key is already live are skipped). One NOTIFY at most.
+/// Inserts many jobs of one kind in one statement; returns the ids inserted,
+/// ascending (rows whose unique key is already live are skipped). One NOTIFY at most.
 pub async fn job_insert_many(
     conn: &mut PgConnection,
     job: &NewJob<'_>,
@@ -98,21 +98,28 @@ pub async fn job_insert_many(
     } else {
         query
     };
-    query
+    let mut ids: Vec<i64> = query
         .fetch_one(&mut *conn)
         .await
-        .map_err(err("job_insert_many"))
+        .map_err(err("job_insert_many"))?;
+    // Here rather than `array_agg(id order by id)`: a sort in the statement cost
+    // a few per cent of a 1,000-row insert under pgbench.
+    ids.sort_unstable();
+    Ok(ids)
 }
 
 /// `$1`–`$8` as bound by [`job_insert_many`]; the unique variant adds the keys as `$9`.
+/// Every row gets the same `run_at`, so whether the batch is due is decided once
+/// (`now()` is fixed for the transaction), not per row.
 const INSERT_MANY: &str = "with ins as (
          insert into lq.jobs (kind, queue, priority, payload, run_at, max_attempts)
          select $1, $2, $3, p::jsonb, coalesce($4, now() + make_interval(secs => $5)), $6
          from unnest($7::text[]) as p
-         returning id, run_at <= now() as ready
+         returning id
      )
-     select coalesce(array_agg(id order by id), '{}') from ins
-     having case when coalesce(bool_or(ready), false) and $8
+     select coalesce(array_agg(id), '{}') from ins
+     having case when $8 and count(*) > 0
+                      and coalesce($4, now() + make_interval(secs => $5)) <= now()
                  then (select true from pg_notify('lq_jobs', $2)) else true end";
 
 const INSERT_MANY_UNIQUE: &str = "with ins as (
@@ -121,10 +128,11 @@ const INSERT_MANY_UNIQUE: &str = "with ins as (
          from unnest($7::text[], $9::text[]) as u(p, k)
          on conflict (unique_key) where unique_key is not null and state in ('queued', 'running')
          do nothing
-         returning id, run_at <= now() as ready
+         returning id
      )
-     select coalesce(array_agg(id order by id), '{}') from ins
-     having case when coalesce(bool_or(ready), false) and $8
+     select coalesce(array_agg(id), '{}') from ins
+     having case when $8 and count(*) > 0
+                      and coalesce($4, now() + make_interval(secs => $5)) <= now()
                  then (select true from pg_notify('lq_jobs', $2)) else true end";
 
 /// Sends the wake-up NOTIFY for each of `queues` in one short transaction of its
