@@ -15,22 +15,28 @@ pub const DB_NAME: &str = "lq_bench";
 /// its connect options and a small harness pool.
 pub async fn create(admin_url: &str) -> Result<(PgConnectOptions, PgPool)> {
     let admin = PgConnectOptions::from_str(admin_url).context("parsing DATABASE_URL")?;
-    let mut conn = PgConnection::connect_with(&admin)
-        .await
-        .context("connecting to the admin database")?;
-    sqlx::query(&format!("drop database if exists {DB_NAME} with (force)"))
-        .execute(&mut conn)
-        .await?;
-    sqlx::query(&format!("create database {DB_NAME}"))
-        .execute(&mut conn)
-        .await?;
-    conn.close().await?;
-    let opts = admin.database(DB_NAME);
+    let opts = recreate(&admin, DB_NAME).await?;
     let pool = pool(&opts, 4).await?;
     lq_runtime::migrate(&pool)
         .await
         .context("migrating lq_bench")?;
     Ok((opts, pool))
+}
+
+/// Drops database `name` on the server of `admin` (ending its sessions) and
+/// creates it empty; returns its connect options.
+pub async fn recreate(admin: &PgConnectOptions, name: &str) -> Result<PgConnectOptions> {
+    let mut conn = PgConnection::connect_with(admin)
+        .await
+        .context("connecting to the admin database")?;
+    sqlx::query(&format!("drop database if exists {name} with (force)"))
+        .execute(&mut conn)
+        .await?;
+    sqlx::query(&format!("create database {name}"))
+        .execute(&mut conn)
+        .await?;
+    conn.close().await?;
+    Ok(admin.clone().database(name))
 }
 
 /// A pool of at most `max` connections on the benchmark database, set up as the
@@ -101,6 +107,12 @@ pub async fn settle(pool: &PgPool) -> Result<()> {
     } else {
         exec(pool, "vacuum analyze lq.jobs, lq.finished_jobs").await?;
     }
+    settle_server(pool).await
+}
+
+/// The server-wide part of [`settle`]: checkpoint, disk writeback, commit rate.
+/// `pool` may be on any database of the server.
+pub async fn settle_server(pool: &PgPool) -> Result<()> {
     exec(pool, "checkpoint").await?;
     crate::writeback::wait().await;
     wait_commit_rate(pool).await

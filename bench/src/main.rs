@@ -2,7 +2,8 @@
 //!
 //! `cargo run --release -p lq-bench -- [--quick] [--json out.json] [--md out.md]
 //! [--only enqueue,bulk,drain,latency,retained,startup,sustained]
-//! [--ceiling FILE | --ceiling-script PATH | --no-ceiling] [--ceiling-after-script PATH]`
+//! [--ceiling FILE | --ceiling-script PATH | --no-ceiling] [--ceiling-after-script PATH]
+//! [--no-paired]`
 //!
 //! Creates its own database (`lq_bench`, dropped and recreated) on the server of
 //! DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres), runs each
@@ -10,13 +11,16 @@
 //! [min–max]), the matching row of the raw-SQL ceiling measured on the same server,
 //! and their ratio. With `--ceiling-after-script` the ceiling runs once more after
 //! the scenarios and each ratio is also taken against that second measurement: the
-//! host's speed drifts within a run. `scripts/bench` is the one command that runs
-//! it all.
+//! host's speed drifts within a run. The enqueue scenarios also run the ceiling's
+//! own SQL file with pgbench right before each of their runs and report the ratio
+//! per pair (`paired`; off with `--no-paired`). `scripts/bench` is the one command
+//! that runs it all.
 
 mod ceiling;
 mod cpu;
 mod db;
 mod jobs;
+mod paired;
 mod report;
 mod scenarios;
 mod stats;
@@ -49,6 +53,7 @@ struct Args {
     ceiling_script: Option<PathBuf>,
     ceiling_after_script: Option<PathBuf>,
     no_ceiling: bool,
+    no_paired: bool,
 }
 
 fn args() -> Result<Args> {
@@ -61,6 +66,7 @@ fn args() -> Result<Args> {
         ceiling_script: None,
         ceiling_after_script: None,
         no_ceiling: false,
+        no_paired: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -73,6 +79,7 @@ fn args() -> Result<Args> {
             "--ceiling-script" => a.ceiling_script = Some(value()?.into()),
             "--ceiling-after-script" => a.ceiling_after_script = Some(value()?.into()),
             "--no-ceiling" => a.no_ceiling = true,
+            "--no-paired" => a.no_paired = true,
             "--only" => {
                 a.only = value()?
                     .split(',')
@@ -84,13 +91,24 @@ fn args() -> Result<Args> {
                 }
             }
             "-h" | "--help" => {
-                println!("usage: lq-bench [--quick] [--json FILE] [--md FILE] [--only {}] [--ceiling FILE | --ceiling-script PATH | --no-ceiling] [--ceiling-after-script PATH]", SCENARIOS.join(","));
+                println!("usage: lq-bench [--quick] [--json FILE] [--md FILE] [--only {}] [--ceiling FILE | --ceiling-script PATH | --no-ceiling] [--ceiling-after-script PATH] [--no-paired]", SCENARIOS.join(","));
                 std::process::exit(0);
             }
             other => bail!("unknown argument {other} (see --help)"),
         }
     }
     Ok(a)
+}
+
+/// The ceiling script: `--ceiling-script`, else `--ceiling-after-script`, else
+/// `../shared/bench/ceiling` beside the repository.
+fn ceiling_script(a: &Args) -> PathBuf {
+    a.ceiling_script
+        .clone()
+        .or_else(|| a.ceiling_after_script.clone())
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/bench/ceiling")
+        })
 }
 
 fn load_ceiling(a: &Args, admin_url: &str) -> Result<Option<ceiling::Ceiling>> {
@@ -100,9 +118,7 @@ fn load_ceiling(a: &Args, admin_url: &str) -> Result<Option<ceiling::Ceiling>> {
     let text = if let Some(f) = &a.ceiling_file {
         std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?
     } else {
-        let script = a.ceiling_script.clone().unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/bench/ceiling")
-        });
+        let script = ceiling_script(a);
         if !script.exists() {
             eprintln!(
                 "ceiling: {} not found; figures are reported without a ceiling",
@@ -133,6 +149,15 @@ async fn main() -> Result<()> {
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
     let ceiling = load_ceiling(&a, &admin_url)?;
     let (opts, pool) = db::create(&admin_url).await?;
+    let paired = if a.no_paired {
+        None
+    } else {
+        let dir = ceiling_script(&a)
+            .parent()
+            .map(PathBuf::from)
+            .unwrap_or_default();
+        paired::Paired::setup(&admin_url.parse()?, &dir).await?
+    };
     let version = db::server_version(&pool).await?;
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     let mode = if a.quick { "quick" } else { "full" };
@@ -146,6 +171,7 @@ async fn main() -> Result<()> {
         pool,
         quick: a.quick,
         ceiling,
+        paired,
         report: Default::default(),
         drain_defaults: None,
         sustain_base: None,

@@ -1,4 +1,6 @@
-//! Scenario 2: bulk enqueue, 1,000 jobs per `enqueue_many` statement, one producer.
+//! Scenario 2: bulk enqueue, 1,000 jobs per `enqueue_many` statement, one producer;
+//! each run right after a pgbench run of the ceiling's 1,000-row `unnest` insert
+//! (`paired`).
 
 use std::time::{Duration, Instant};
 
@@ -7,7 +9,7 @@ use lq_runtime::{EnqueueOptions, Job};
 use serde_json::json;
 
 use super::{announce, Ctx};
-use crate::{db, jobs::Noop, stats::Spread};
+use crate::{db, jobs::Noop, paired, stats::Spread};
 
 pub const BATCH: u64 = 1000;
 
@@ -15,7 +17,14 @@ pub async fn run(ctx: &mut Ctx) -> Result<()> {
     let secs = if ctx.quick { 3.0 } else { 10.0 };
     let mut rates = Vec::new();
     let mut loads = Vec::new();
+    let mut pairs = Vec::new();
     for run in 1..=3 {
+        if let Some(p) = &ctx.paired {
+            announce(&format!(
+                "bulk enqueue: ceiling's enqueue_unnest.sql by pgbench, run {run}/3"
+            ));
+            pairs.push(p.enqueue_unnest(secs).await?);
+        }
         db::reset(&ctx.pool, None).await?;
         loads.push(announce(&format!(
             "bulk enqueue: {BATCH} jobs per statement, run {run}/3"
@@ -41,9 +50,11 @@ pub async fn run(ctx: &mut Ctx) -> Result<()> {
     let name = "2. bulk enqueue, 1,000 jobs/statement, 1 producer";
     ctx.report
         .row_vs_ceiling(name, s.rate(), s.median, reference.as_ref());
+    let what = "enqueue_unnest.sql by pgbench, 1 client";
+    paired::row(&mut ctx.report, name, &rates, &pairs, what);
     ctx.report.detail(
         name,
-        json!({ "jobs_per_s": s.json(), "secs": secs, "load": loads }),
+        json!({ "jobs_per_s": s.json(), "secs": secs, "load": loads, "paired_ceiling_per_s": pairs }),
     );
     Ok(())
 }

@@ -1,15 +1,13 @@
 //! Scenario 1: one job per autocommit transaction (`job.enqueue(&pool)`), 1 and 4
-//! producers, with and without the wake-up NOTIFY.
-
-use std::time::{Duration, Instant};
+//! producers, with and without the wake-up NOTIFY; each run right after a pgbench
+//! run of the ceiling's single-row insert with as many clients (`paired`).
 
 use anyhow::Result;
 use lq_runtime::{EnqueueOptions, Job};
 use serde_json::json;
-use tokio::task::JoinSet;
 
-use super::{announce, Ctx};
-use crate::{db, jobs::Noop, stats::Spread};
+use super::{announce, closed_loop, Ctx};
+use crate::{db, jobs::Noop, paired, stats::Spread};
 
 /// The four variants, in report order.
 const VARIANTS: [(bool, u32); 4] = [(true, 1), (true, 4), (false, 1), (false, 4)];
@@ -18,15 +16,55 @@ pub async fn run(ctx: &mut Ctx) -> Result<()> {
     let secs = if ctx.quick { 3.0 } else { 10.0 };
     // Runs interleave the variants (run 1 of each, then run 2 of each, ...), so a
     // drift in the host's speed does not land on one variant, such as NOTIFY off.
+    // Within a run, each producer count starts with its paired ceiling, then the
+    // two NOTIFY variants, in an order that alternates from run to run.
     let mut rates = vec![Vec::new(); VARIANTS.len()];
     let mut loads = vec![Vec::new(); VARIANTS.len()];
+    let mut paired = vec![Vec::new(); VARIANTS.len()];
+    let mut baseline = [Vec::new(), Vec::new()];
     for run in 1..=3 {
-        for (i, &(notify, producers)) in VARIANTS.iter().enumerate() {
-            db::reset(&ctx.pool, None).await?;
-            loads[i].push(announce(&format!(
-                "enqueue single: {producers} producer(s), notify {notify}, run {run}/3"
-            )));
-            rates[i].push(once(ctx, producers, notify, secs).await?);
+        for producers in [1u32, 4] {
+            let mut pair = None;
+            if let Some(p) = &ctx.paired {
+                announce(&format!(
+                    "enqueue single: ceiling's enqueue_1.sql by pgbench, {producers} client(s), run {run}/3"
+                ));
+                pair = Some(p.enqueue_single(producers, secs).await?);
+                announce(&format!(
+                    "enqueue single: the same insert by sqlx, {producers} producer(s), run {run}/3"
+                ));
+                baseline[usize::from(producers > 1)].push(p.sqlx_single(producers, secs).await?);
+            }
+            let mut order: Vec<usize> = (0..VARIANTS.len())
+                .filter(|&i| VARIANTS[i].1 == producers)
+                .collect();
+            if run % 2 == 0 {
+                order.reverse();
+            }
+            for i in order {
+                let notify = VARIANTS[i].0;
+                db::reset(&ctx.pool, None).await?;
+                loads[i].push(announce(&format!(
+                    "enqueue single: {producers} producer(s), notify {notify}, run {run}/3"
+                )));
+                rates[i].push(once(ctx, producers, notify, secs).await?);
+                if let Some(pair) = pair {
+                    paired[i].push(pair);
+                }
+            }
+        }
+    }
+    for (i, producers) in [1u32, 4].into_iter().enumerate() {
+        let name = format!(
+            "1. baseline: enqueue_1.sql's insert by sqlx (no litequeue), {producers} producer{}",
+            if producers > 1 { "s" } else { "" }
+        );
+        let pgbench = paired_of(&paired, producers);
+        let what = format!("enqueue_1.sql by pgbench, {producers} client(s)");
+        paired::row(&mut ctx.report, &name, &baseline[i], &pgbench, &what);
+        if !baseline[i].is_empty() {
+            let json = json!({ "jobs_per_s": Spread::of(&baseline[i]).json(), "secs": secs });
+            ctx.report.detail(&name, json);
         }
     }
     let mut medians = Vec::new();
@@ -45,9 +83,12 @@ pub async fn run(ctx: &mut Ctx) -> Result<()> {
         );
         ctx.report
             .row_vs_ceiling(&name, s.rate(), s.median, reference.as_ref());
+        let pairs = &paired[i];
+        let what = format!("enqueue_1.sql by pgbench, {producers} client(s)");
+        paired::row(&mut ctx.report, &name, rates, pairs, &what);
         ctx.report.detail(
             &name,
-            json!({ "jobs_per_s": s.json(), "secs": secs, "load": loads }),
+            json!({ "jobs_per_s": s.json(), "secs": secs, "load": loads, "paired_ceiling_per_s": pairs }),
         );
         medians.push((notify, producers, s.median));
     }
@@ -71,33 +112,28 @@ async fn once(ctx: &Ctx, producers: u32, notify: bool, secs: f64) -> Result<f64>
     // pool, and with no spare one each enqueue would wait for the previous one's ping
     // (an application's pool is larger than its concurrent enqueues anyway).
     let pool = db::pool(&ctx.opts, 2 * producers).await?;
-    let start = Instant::now();
-    let deadline = start + Duration::from_secs_f64(secs);
-    let mut tasks = JoinSet::new();
-    for p in 0..producers {
-        let pool = pool.clone();
-        tasks.spawn(async move {
-            let mut n = 0u64;
-            while Instant::now() < deadline {
-                let job = Noop {
-                    n: u64::from(p) << 40 | n,
-                };
-                if notify {
-                    job.enqueue(&pool).await?;
-                } else {
-                    job.enqueue_with(&pool, EnqueueOptions::new().notify(false))
-                        .await?;
-                }
-                n += 1;
-            }
-            anyhow::Ok(n)
-        });
-    }
-    let mut total = 0;
-    while let Some(r) = tasks.join_next().await {
-        total += r??;
-    }
-    let rate = total as f64 / start.elapsed().as_secs_f64();
+    let shared = pool.clone();
+    let rate = closed_loop(producers, secs, move |p, n| {
+        let pool = shared.clone();
+        async move {
+            let job = Noop {
+                n: u64::from(p) << 40 | n,
+            };
+            let opts = EnqueueOptions::new().notify(notify);
+            job.enqueue_with(&pool, opts).await?;
+            Ok(())
+        }
+    })
+    .await;
     pool.close().await;
-    Ok(rate)
+    rate
+}
+
+/// The pgbench rates paired with `producers` (one per run; the variants share them).
+fn paired_of(paired: &[Vec<f64>], producers: u32) -> Vec<f64> {
+    VARIANTS
+        .iter()
+        .position(|v| v.1 == producers)
+        .map(|i| paired[i].clone())
+        .unwrap_or_default()
 }

@@ -8,13 +8,17 @@ pub mod retained;
 pub mod startup;
 pub mod sustained;
 
-use std::sync::Arc;
+use std::{
+    future::Future,
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use anyhow::Result;
 use lq_runtime::{Runtime, RuntimeConfig};
 use sqlx::{postgres::PgConnectOptions, PgPool};
 
-use crate::{ceiling::Ceiling, jobs::Sink, report::Report};
+use crate::{ceiling::Ceiling, jobs::Sink, paired::Paired, report::Report};
 
 /// The queue every scenario uses, and the concurrency the benchmark documents as
 /// its default: concurrency is the user's per-queue setting (there is no default).
@@ -28,6 +32,8 @@ pub struct Ctx {
     pub pool: PgPool,
     pub quick: bool,
     pub ceiling: Option<Ceiling>,
+    /// pgbench runs of the ceiling's enqueue statements beside each enqueue run.
+    pub paired: Option<Paired>,
     pub report: Report,
     /// Median drain rate with shipped defaults (scenario 3a), for later scenarios.
     pub drain_defaults: Option<f64>,
@@ -55,6 +61,34 @@ pub fn announce(what: &str) -> String {
     let t = crate::jobs::now_ns() as f64 / 1e9;
     println!("[{t:7.1}s] {what} (load {l}; other processes may have been running)");
     l
+}
+
+/// Runs `producers` tasks, each calling `op(producer, n)` for n = 0, 1, … one call
+/// at a time until `secs` have passed; returns the calls per second of all of them.
+pub async fn closed_loop<F, Fut>(producers: u32, secs: f64, op: F) -> Result<f64>
+where
+    F: Fn(u32, u64) -> Fut + Clone + Send + 'static,
+    Fut: Future<Output = Result<()>> + Send + 'static,
+{
+    let start = Instant::now();
+    let deadline = start + Duration::from_secs_f64(secs);
+    let mut tasks = tokio::task::JoinSet::new();
+    for p in 0..producers {
+        let op = op.clone();
+        tasks.spawn(async move {
+            let mut n = 0u64;
+            while Instant::now() < deadline {
+                op(p, n).await?;
+                n += 1;
+            }
+            anyhow::Ok(n)
+        });
+    }
+    let mut total = 0;
+    while let Some(r) = tasks.join_next().await {
+        total += r??;
+    }
+    Ok(total as f64 / start.elapsed().as_secs_f64())
 }
 
 /// Starts a runtime serving [`QUEUE`] with `concurrency` slots.
