@@ -146,7 +146,7 @@ mod tests {
     /// does, so the nine sends happen only if `gather_ready` gives up the thread.
     #[tokio::test(flavor = "current_thread")]
     async fn completions_sent_by_tasks_ready_to_run_join_the_batch() {
-        let slots = Arc::new(Slots::new(10));
+        let slots = Arc::new(Slots::new(10, 0));
         let (tx, mut rx) = mpsc::channel(16);
         tx.send(completion(&slots, 0)).await.unwrap();
         for id in 1..10 {
@@ -163,7 +163,7 @@ mod tests {
 
     #[tokio::test(flavor = "current_thread")]
     async fn gathering_stops_at_the_batch_limit() {
-        let slots = Slots::new(10);
+        let slots = Slots::new(10, 0);
         let (tx, mut rx) = mpsc::channel(16);
         for id in 0..10 {
             tx.send(completion(&slots, id)).await.unwrap();

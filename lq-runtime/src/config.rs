@@ -11,6 +11,14 @@ pub struct RuntimeConfig {
     /// Most jobs one claim statement takes (default 500); a claim never takes more
     /// than the queue's free slots.
     pub max_claim_batch: usize,
+    /// Whether a queue whose handlers finish jobs faster than its claims bring
+    /// them may claim jobs ahead of its idle handlers (default `true`). The extra
+    /// grows only while at least half the handlers sit idle after a full claim and
+    /// is gone as soon as they do not, so slow jobs are never held back from other
+    /// workers; at most twice the concurrency waits, each lease renewed by the
+    /// heartbeat. It makes claims of short jobs larger, and a claim's fixed cost
+    /// smaller per job. `false` claims only for idle handlers.
+    pub claim_ahead: bool,
     /// Most completions acknowledged by one statement (default 1000).
     pub max_complete_batch: usize,
     /// Bound on every database call (default 10 s).
@@ -46,6 +54,7 @@ impl Default for RuntimeConfig {
         Self {
             poll_interval: Duration::from_secs(1),
             max_claim_batch: 500,
+            claim_ahead: true,
             max_complete_batch: 1000,
             db_timeout: Duration::from_secs(10),
             shutdown_grace: Duration::from_secs(30),

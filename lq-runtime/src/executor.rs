@@ -35,9 +35,9 @@ pub(crate) fn spawn(shared: Arc<Shared>, queue: String, job: ClaimedJob, slot: S
 }
 
 async fn run(shared: Arc<Shared>, queue: String, job: ClaimedJob, mut slot: Slot) {
-    slot.started();
     let Some(desc) = shared.registry.get(&job.kind) else {
         // Claims filter on known kinds, so this only happens if the registry changed.
+        slot.started();
         warn!(
             kind = job.kind,
             "claimed a job of an unknown kind; handing it back"
@@ -47,6 +47,8 @@ async fn run(shared: Arc<Shared>, queue: String, job: ClaimedJob, mut slot: Slot
     };
     let cancel = CancellationToken::new();
     let lease_secs = desc.options.lease.as_secs_f64();
+    // Held from here, so the heartbeat renews the lease of a job claimed ahead
+    // while it waits for a handler.
     shared.inflight.insert(
         job.id,
         Held {
@@ -56,6 +58,20 @@ async fn run(shared: Arc<Shared>, queue: String, job: ClaimedJob, mut slot: Slot
             handler_returned: false,
         },
     );
+    if slot.waits_for_handler() {
+        let stopping = tokio::select! {
+            _ = slot.wait_for_handler() => false,
+            _ = shared.stopping.cancelled() => true,
+        };
+        if stopping {
+            // Never started: back to the queue at once, its attempt not spent.
+            slot.started();
+            release(&shared, job.id, job.lease_token).await;
+            shared.inflight.remove(job.id);
+            return;
+        }
+    }
+    slot.started();
     let ctx = JobContext::new(
         job.id,
         desc.kind,

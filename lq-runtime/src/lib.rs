@@ -40,6 +40,7 @@
 extern crate self as lq_runtime;
 
 mod builder;
+mod claim_ahead;
 mod completer;
 mod config;
 mod error;

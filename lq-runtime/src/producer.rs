@@ -1,4 +1,5 @@
-//! One claimer per queue: takes batches of ready jobs while the queue has free slots.
+//! One claimer per queue: takes batches of ready jobs while the queue has free slots,
+//! and, while its handlers outpace it, some jobs ahead of them (`claim_ahead`).
 
 use std::sync::Arc;
 
@@ -7,13 +8,16 @@ use tokio::sync::Notify;
 use tracing::{debug, warn};
 
 use crate::{
-    executor, hot_conn::HotConn, shared::retry_delay, shared::Shared, slots::Slots, stats::Stats,
+    claim_ahead::ClaimAhead, executor, hot_conn::HotConn, shared::retry_delay, shared::Shared,
+    slots::Slots, stats::Stats,
 };
 
 /// Claims jobs for `queue` until the runtime stops. `slots` bounds how many of its
-/// jobs run and are leased at once; each claim asks for at most the free slots.
+/// jobs run and are leased at once; each claim asks for at most the idle handlers
+/// plus the claim-ahead allowance, and never more than the free leases.
 pub(crate) async fn run(shared: Arc<Shared>, queue: String, slots: Slots, wake: Arc<Notify>) {
     let mut conn = HotConn::new(shared.hot_pool.clone());
+    let mut ahead = ClaimAhead::new(slots.concurrency(), slots.most_ahead());
     let mut failures = 0u32;
     loop {
         if shared.stopping.is_cancelled() {
@@ -28,7 +32,9 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: String, slots: Slots, wake: 
             }
             continue;
         }
-        let limit = free.min(shared.config.max_claim_batch);
+        let limit = slots
+            .claimable(ahead.extra())
+            .min(shared.config.max_claim_batch);
         let began = std::time::Instant::now();
         let claimed = db::timed("job_claim", shared.config.db_timeout, async {
             db::claim::job_claim(
@@ -60,12 +66,15 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: String, slots: Slots, wake: 
         let got = jobs.len();
         if got > 0 {
             let ms = began.elapsed().as_secs_f64() * 1e3;
-            debug!(queue, got, limit, ms, "claimed");
+            debug!(queue, got, limit, ahead = ahead.extra(), ms, "claimed");
             Stats::add(&shared.stats.claimed, got as u64);
         }
         for job in jobs {
             // Only this task takes slots, so `free` of them are still there.
             let Some(slot) = slots.take() else { return };
+            if slot.waits_for_handler() {
+                Stats::add(&shared.stats.claimed_ahead, 1);
+            }
             executor::spawn(shared.clone(), queue.clone(), job, slot);
         }
         if got == limit {
@@ -75,8 +84,10 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: String, slots: Slots, wake: 
                 _ = slots.all_started() => {}
                 _ = shared.stopping.cancelled() => return,
             }
+            ahead.after_full_claim(slots.idle_handlers());
             continue;
         }
+        ahead.after_partial_claim();
         tokio::select! {
             _ = wake.notified() => {}
             _ = tokio::time::sleep(shared.config.poll_interval) => {}

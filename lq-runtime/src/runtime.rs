@@ -7,8 +7,9 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use tracing::info;
 
 use crate::{
-    completer, heartbeat, listener, producer, pruner, rescuer, scheduler, shared::Shared,
-    slots::Slots, stats::StatsSnapshot, unknown_kinds, vacuumer, Error, RuntimeBuilder,
+    claim_ahead, completer, heartbeat, listener, producer, pruner, rescuer, scheduler,
+    shared::Shared, slots::Slots, stats::StatsSnapshot, unknown_kinds, vacuumer, Error,
+    RuntimeBuilder,
 };
 
 /// A started runtime. Stop it with [`Runtime::shutdown`]; dropping it stops
@@ -63,7 +64,7 @@ impl Runtime {
             services.spawn(producer::run(
                 shared.clone(),
                 queue,
-                Slots::new(slots),
+                Slots::new(slots, claim_ahead::most(&shared.config, slots)),
                 wake,
             ));
         }

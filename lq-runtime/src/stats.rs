@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 #[derive(Debug, Default)]
 pub struct Stats {
     pub(crate) claimed: AtomicU64,
+    pub(crate) claimed_ahead: AtomicU64,
     pub(crate) succeeded: AtomicU64,
     pub(crate) retried: AtomicU64,
     pub(crate) dead: AtomicU64,
@@ -21,6 +22,9 @@ pub struct Stats {
 pub struct StatsSnapshot {
     /// Jobs claimed.
     pub claimed: u64,
+    /// Jobs claimed ahead of an idle handler, which waited in this process for one
+    /// (see `RuntimeConfig::claim_ahead`).
+    pub claimed_ahead: u64,
     /// Jobs that ended succeeded.
     pub succeeded: u64,
     /// Failed attempts queued for retry.
@@ -46,6 +50,7 @@ impl Stats {
     pub fn snapshot(&self) -> StatsSnapshot {
         StatsSnapshot {
             claimed: self.claimed.load(Relaxed),
+            claimed_ahead: self.claimed_ahead.load(Relaxed),
             succeeded: self.succeeded.load(Relaxed),
             retried: self.retried.load(Relaxed),
             dead: self.dead.load(Relaxed),

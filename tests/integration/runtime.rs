@@ -340,13 +340,43 @@ impl Perform for Gauged {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_queue_runs_at_most_its_concurrency_and_leases_at_most_three_times_that() {
+async fn a_queue_runs_at_most_its_concurrency_and_leases_at_most_three_times_that_and_the_jobs_ahead(
+) {
+    let (most_running, most_leased) = gauge_a_queue_of_four(RuntimeConfig::default()).await;
+    assert!(
+        (1..=4).contains(&most_running),
+        "{most_running} handlers ran at once with 4 slots"
+    );
+    assert!(
+        most_leased <= (4 + 4 * 2) * 3,
+        "{most_leased} jobs leased at once by a queue with 4 slots"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn without_claim_ahead_a_queue_leases_at_most_three_times_its_concurrency() {
+    let config = RuntimeConfig {
+        claim_ahead: false,
+        ..RuntimeConfig::default()
+    };
+    let (most_running, most_leased) = gauge_a_queue_of_four(config).await;
+    assert!(
+        (1..=4).contains(&most_running),
+        "{most_running} ran at once"
+    );
+    assert!(most_leased <= 12, "{most_leased} jobs leased at once");
+}
+
+/// Runs 1,000 gauged jobs on a queue of 4 slots; returns the most handlers seen
+/// running at once and the most jobs seen leased at once.
+async fn gauge_a_queue_of_four(config: RuntimeConfig) -> (usize, i64) {
     let db = TestDb::new().await;
     Gauged::enqueue_many(&db.pool, (0..1000).map(|_| Gauged), EnqueueOptions::new())
         .await
         .unwrap();
     let gauge = std::sync::Arc::new(Gauge::default());
     let rt = Runtime::builder(db.pool.clone())
+        .config(config)
         .queue("default", 4)
         .state(gauge.clone())
         .start()
@@ -367,14 +397,34 @@ async fn a_queue_runs_at_most_its_concurrency_and_leases_at_most_three_times_tha
     }
     rt.shutdown().await.unwrap();
     let most_running = gauge.most.load(std::sync::atomic::Ordering::SeqCst);
+    (most_running, most_leased)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn short_jobs_are_claimed_ahead_of_idle_handlers_and_each_runs_once() {
+    let db = TestDb::new().await;
+    let ledger = Ledger::default();
+    let ids = Noop::enqueue_many(
+        &db.pool,
+        (0..2000).map(|n| Noop { n }),
+        EnqueueOptions::new(),
+    )
+    .await
+    .unwrap()
+    .ids;
+    let rt = start_runtime(&db, "default", 2, quick(), &ledger).await;
+    db.wait_idle(LIMIT).await;
+    let stats = rt.stats();
+    rt.shutdown().await.unwrap();
+    assert_eq!(db.count("succeeded").await, 2000);
+    let counts = ledger.counts();
+    assert_eq!(counts.len(), 2000);
+    assert!(ids.iter().all(|id| counts.get(id) == Some(&1)));
     assert!(
-        (1..=4).contains(&most_running),
-        "{most_running} handlers ran at once with 4 slots"
+        stats.claimed_ahead > 0,
+        "2,000 no-op jobs on two handlers never outpaced a claim: {stats:?}"
     );
-    assert!(
-        most_leased <= 12,
-        "{most_leased} jobs leased at once by a queue with 4 slots"
-    );
+    assert_eq!(stats.claimed, 2000);
 }
 
 #[tokio::test]
