@@ -173,11 +173,8 @@ async fn main() -> Result<()> {
         ceiling,
         paired,
         report: Default::default(),
-        drain_defaults: None,
         sustain_base: None,
         best: None,
-        latency_open: None,
-        latency_serial: None,
     };
     for s in SCENARIOS.iter().filter(|s| a.only.iter().any(|o| o == *s)) {
         match *s {

@@ -220,13 +220,13 @@ pub async fn run(ctx: &mut Ctx) -> Result<()> {
         d.concurrency
     );
     let median = report(ctx, &name, &r);
-    ctx.drain_defaults = Some(median);
     if r.iter().all(|r| r.unfinished.is_none()) {
         ctx.sustain_base = Some((median, "median drain with shipped defaults (3a)".into()));
     }
 
-    // Claims never exceed the free slots, so max_claim_batch only matters above it:
-    // the grid skips combinations that behave the same.
+    // A claim takes at most the idle handlers plus the claim-ahead allowance (up to
+    // twice the concurrency), so max_claim_batch only matters below three times the
+    // concurrency: the grid skips combinations that behave the same.
     let grid: Vec<Settings> = if ctx.quick {
         [50, 100, 200, 400]
             .map(|c| Settings {

@@ -35,17 +35,12 @@ pub struct Ctx {
     /// pgbench runs of the ceiling's enqueue statements beside each enqueue run.
     pub paired: Option<Paired>,
     pub report: Report,
-    /// Median drain rate with shipped defaults (scenario 3a), for later scenarios.
-    pub drain_defaults: Option<f64>,
     /// The drain rate sustained load is a fraction of, and where it comes from: the
     /// shipped-defaults median when every such run finished, else the fastest
     /// finished run of the sweep.
     pub sustain_base: Option<(f64, String)>,
     /// Best settings found by the sweep (scenario 3b) and their median rate.
     pub best: Option<(drain::Settings, f64)>,
-    /// Latency (p50, p99) in ms on the empty table, open loop with NOTIFY and serial.
-    pub latency_open: Option<(f64, f64)>,
-    pub latency_serial: Option<(f64, f64)>,
 }
 
 /// /proc/loadavg's three averages.

@@ -17,33 +17,119 @@ use lq_runtime::{EnqueueOptions, Job, RuntimeConfig};
 use serde_json::{json, Value};
 
 use super::{announce, drain, start_runtime, Ctx, DEFAULT_CONCURRENCY};
-use crate::{cpu::CpuSnap, db, jobs::Noop, stats::thousands};
+use crate::{
+    cpu::CpuSnap,
+    db,
+    jobs::Noop,
+    stats::{thousands, Spread},
+};
 
 const WINDOW: Duration = Duration::from_secs(10);
 
-/// Each level's offered load is a fraction of a drain run right before it: this
+/// Runs per level: like every other figure, a median of three with the spread.
+const RUNS: usize = 3;
+
+/// One 120 s run of one level.
+struct LevelRun {
+    offered: f64,
+    first: f64,
+    last: f64,
+    samples: Vec<Value>,
+    load: String,
+}
+
+/// Each run's offered load is a fraction of a drain run right before it: this
 /// host's speed drifts by up to 2× within a full run, and a rate measured ten
 /// minutes earlier can exceed what the server does by the time the level starts.
 pub async fn run(ctx: &mut Ctx) -> Result<()> {
     let secs = if ctx.quick { 30 } else { 120 };
-    let mut bases = Vec::new();
     for frac in [0.5, 0.9] {
-        let n = drain::backlog(ctx.quick);
-        let s = drain::Settings::defaults();
-        let why = format!("to set the offered load of the {:.0} % level", frac * 100.0);
-        let drain_rate = drain::once(ctx, n, s, None, &why).await?.rate;
-        bases.push(format!("{drain_rate:.0} jobs/s for {:.0} %", frac * 100.0));
-        level(ctx, frac, drain_rate * frac, secs).await?;
+        let mut runs = Vec::new();
+        for run in 1..=RUNS {
+            let n = drain::backlog(ctx.quick);
+            let s = drain::Settings::defaults();
+            let why = format!(
+                "to set the offered load of the {:.0} % level, run {run}/{RUNS}",
+                frac * 100.0
+            );
+            let drain_rate = drain::once(ctx, n, s, None, &why).await?.rate;
+            runs.push(level(ctx, frac, drain_rate * frac, secs).await?);
+        }
+        report(ctx, frac, secs, &runs);
     }
-    let earlier = match &ctx.sustain_base {
-        Some((rate, from)) => format!(" (earlier in this run, {from}: {rate:.0} jobs/s)"),
-        None => String::new(),
-    };
-    ctx.report.note(format!(
-        "4.: offered load = fraction of one drain with shipped defaults run right before each level: {}{earlier}",
-        bases.join(", ")
-    ));
+    if let Some((rate, from)) = &ctx.sustain_base {
+        ctx.report.note(format!(
+            "4.: offered load = fraction of one drain with shipped defaults run right before each run (earlier in this run, {from}: {rate:.0} jobs/s)"
+        ));
+    }
     Ok(())
+}
+
+fn report(ctx: &mut Ctx, frac: f64, secs: u64, runs: &[LevelRun]) {
+    let ratio = Spread::of(&runs.iter().map(|r| r.last / r.first).collect::<Vec<_>>());
+    let offered = Spread::of(&runs.iter().map(|r| r.offered).collect::<Vec<_>>());
+    let first = Spread::of(&runs.iter().map(|r| r.first).collect::<Vec<_>>());
+    let last = Spread::of(&runs.iter().map(|r| r.last).collect::<Vec<_>>());
+    let most_depth = runs
+        .iter()
+        .flat_map(|r| &r.samples)
+        .filter_map(|s| s["queue_depth"].as_i64())
+        .max()
+        .unwrap_or(0);
+    let name = format!(
+        "4. sustained {:.0} % of drain, {secs} s, {} runs",
+        frac * 100.0,
+        runs.len()
+    );
+    ctx.report.row(
+        &name,
+        format!(
+            "last ÷ first 10 s {}; offered {}; first 10 s {}, last 10 s {}; queue depth at most {}",
+            ratio.plain(2),
+            offered.rate(),
+            first.rate(),
+            last.rate(),
+            thousands(most_depth as f64)
+        ),
+        "its own first 10 s (target ratio ≥ 0.90)",
+        Some(ratio.median),
+    );
+    for (i, r) in runs.iter().enumerate() {
+        let series: Vec<String> = r.samples.iter().map(describe).collect();
+        ctx.report.note(format!(
+            "{name}, run {}: {}/s offered — every 10 s: {}",
+            i + 1,
+            thousands(r.offered),
+            series.join("; ")
+        ));
+    }
+    let details: Vec<Value> = runs
+        .iter()
+        .map(|r| json!({ "offered_per_s": r.offered, "load": r.load, "samples": r.samples }))
+        .collect();
+    ctx.report.detail(
+        &name,
+        json!({ "secs": secs, "ratio": ratio.json(), "runs": details }),
+    );
+}
+
+/// One 10 s sample as a line of the notes.
+fn describe(s: &Value) -> String {
+    format!(
+        "{}s: {}/s, depth {}, dead {}, vacuums {}, postgres {:.2} cores, heap/index hits {} / {} %",
+        s["t_s"],
+        thousands(rate_at(s)),
+        s["queue_depth"],
+        s["n_dead_tup"],
+        s["vacuums"],
+        s["cpu_cores_postgres"].as_f64().unwrap_or(f64::NAN),
+        s["heap_hit_pct"],
+        s["idx_hit_pct"]
+    )
+}
+
+fn rate_at(s: &Value) -> f64 {
+    s["completed_per_s"].as_f64().unwrap_or(f64::NAN)
 }
 
 /// Share of block reads that found shared buffers, in percent to one decimal.
@@ -54,7 +140,7 @@ fn hit_pct(hit: i64, read: i64) -> f64 {
     }
 }
 
-async fn level(ctx: &mut Ctx, frac: f64, rate: f64, secs: u64) -> Result<()> {
+async fn level(ctx: &mut Ctx, frac: f64, rate: f64, secs: u64) -> Result<LevelRun> {
     db::reset(&ctx.pool, None).await?;
     let load = announce(&format!(
         "sustained: {:.0} jobs/s offered ({:.0} % of drain) for {secs} s",
@@ -129,47 +215,15 @@ async fn level(ctx: &mut Ctx, frac: f64, rate: f64, secs: u64) -> Result<()> {
     rt.shutdown().await?;
     rt_pool.close().await;
 
-    let rate_at = |s: &Value| s["completed_per_s"].as_f64().unwrap_or(f64::NAN);
     let (first, last) = (
         samples.first().map_or(f64::NAN, rate_at),
         samples.last().map_or(f64::NAN, rate_at),
     );
-    let name = format!(
-        "4. sustained {:.0} % of drain: {}/s offered, {secs} s (1 run)",
-        frac * 100.0,
-        thousands(rate)
-    );
-    ctx.report.row(
-        &name,
-        format!(
-            "last 10 s {}/s vs first 10 s {}/s",
-            thousands(last),
-            thousands(first)
-        ),
-        "its own first 10 s (target ratio ≥ 0.90)",
-        Some(last / first),
-    );
-    let series: Vec<String> = samples
-        .iter()
-        .map(|s| {
-            format!(
-                "{}s: {}/s, depth {}, dead {}, vacuums {}, postgres {:.2} cores, heap/index hits {} / {} %",
-                s["t_s"],
-                thousands(rate_at(s)),
-                s["queue_depth"],
-                s["n_dead_tup"],
-                s["vacuums"],
-                s["cpu_cores_postgres"].as_f64().unwrap_or(f64::NAN),
-                s["heap_hit_pct"],
-                s["idx_hit_pct"]
-            )
-        })
-        .collect();
-    ctx.report
-        .note(format!("{name} — every 10 s: {}", series.join("; ")));
-    ctx.report.detail(
-        &name,
-        json!({ "offered_per_s": rate, "secs": secs, "load": load, "samples": samples }),
-    );
-    Ok(())
+    Ok(LevelRun {
+        offered: rate,
+        first,
+        last,
+        samples,
+        load,
+    })
 }
