@@ -9,7 +9,7 @@ pub struct RuntimeConfig {
     /// notification costs at most this much latency.
     pub poll_interval: Duration,
     /// Most jobs one claim statement takes (default 500); a claim never takes more
-    /// than the queue's free slots.
+    /// than the queue's idle handlers plus its claim-ahead allowance.
     pub max_claim_batch: usize,
     /// Whether a queue whose handlers finish jobs faster than its claims bring
     /// them may claim jobs ahead of its idle handlers (default `true`). The extra
