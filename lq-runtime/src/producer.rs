@@ -70,7 +70,7 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: String, slots: Slots, wake: 
             Stats::add(&shared.stats.claimed, got as u64);
         }
         for job in jobs {
-            // Only this task takes slots, so `free` of them are still there.
+            // Only this task takes leases, so the `limit` it claimed are still free.
             let Some(slot) = slots.take() else { return };
             if slot.waits_for_handler() {
                 Stats::add(&shared.stats.claimed_ahead, 1);
