@@ -49,8 +49,9 @@ pub async fn list(
 /// Cancels a job. A queued job ends `cancelled` at once. A running job's handler
 /// sees its cancellation signal fire on whichever host runs it (NOTIFY, with the
 /// heartbeat as a fallback) and the job ends `cancelled` whatever the handler
-/// returns. Returns the state the job was in; fails with [`Error::WrongState`]
-/// for a job already finished.
+/// returns; one claimed ahead that still waits for a handler ends `cancelled`
+/// without its handler running. Returns the state the job was in; fails with
+/// [`Error::WrongState`] for a job already finished.
 pub async fn cancel(pool: &PgPool, id: i64) -> Result<JobState, Error> {
     let before = db::timed("job_cancel", CONTROL_TIMEOUT, async {
         let mut conn = pool.acquire().await.map_err(db::err("job_cancel"))?;

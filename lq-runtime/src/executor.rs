@@ -1,7 +1,11 @@
 //! Runs one claimed job: decode, perform (with timeout, panic capture and
 //! cancellation), then record the outcome with fenced writes.
 
-use std::{panic::AssertUnwindSafe, sync::Arc, time::Duration};
+use std::{
+    panic::AssertUnwindSafe,
+    sync::{atomic::AtomicU64, Arc},
+    time::Duration,
+};
 
 use futures_util::FutureExt;
 use lq_core::{
@@ -42,7 +46,7 @@ async fn run(shared: Arc<Shared>, queue: String, job: ClaimedJob, mut slot: Slot
             kind = job.kind,
             "claimed a job of an unknown kind; handing it back"
         );
-        release(&shared, job.id, job.lease_token).await;
+        release(&shared, job.id, job.lease_token, &shared.stats.released).await;
         return;
     };
     let cancel = CancellationToken::new();
@@ -58,20 +62,26 @@ async fn run(shared: Arc<Shared>, queue: String, job: ClaimedJob, mut slot: Slot
             handler_returned: false,
         },
     );
-    if slot.waits_for_handler() {
-        let stopping = tokio::select! {
+    let stopping = slot.waits_for_handler()
+        && tokio::select! {
             _ = slot.wait_for_handler() => false,
             _ = shared.stopping.cancelled() => true,
+            _ = cancel.cancelled() => false,
         };
-        if stopping {
-            // Never started: back to the queue at once, its attempt not spent.
-            slot.started();
-            release(&shared, job.id, job.lease_token).await;
-            shared.inflight.remove(job.id);
-            return;
-        }
-    }
     slot.started();
+    if stopping || cancel.is_cancelled() {
+        // Never started: shutdown hands it back to the queue, its attempt unspent;
+        // a cancel requested while it waited ends it `cancelled` without running
+        // its handler (the same fenced write decides which, from the row).
+        let counter = if stopping {
+            &shared.stats.released
+        } else {
+            &shared.stats.cancelled
+        };
+        release(&shared, job.id, job.lease_token, counter).await;
+        shared.inflight.remove(job.id);
+        return;
+    }
     let ctx = JobContext::new(
         job.id,
         desc.kind,
@@ -169,7 +179,7 @@ async fn record(shared: &Shared, job: &ClaimedJob, outcome: Outcome, retry_in: O
     let (id, token) = (job.id, job.lease_token);
     let retry_secs = Some(retry_in.unwrap_or_default().as_secs_f64());
     if let Outcome::Stopped = outcome {
-        release(shared, id, token).await;
+        release(shared, id, token, &shared.stats.released).await;
         return;
     }
     let mut failures = 0u32;
@@ -289,15 +299,17 @@ fn count(shared: &Shared, outcome: &Outcome, state: JobState) {
     Stats::add(counter, 1);
 }
 
-/// Hands a job back to the queue without spending its attempt (shutdown).
-async fn release(shared: &Shared, id: i64, token: Uuid) {
+/// Hands a job back to the queue without spending its attempt (shutdown), or ends
+/// it `cancelled` when its cancellation was requested; adds one to `counter` when
+/// the lease was still held.
+async fn release(shared: &Shared, id: i64, token: Uuid, counter: &AtomicU64) {
     let r = shared
         .with_conn("job_release_many", |mut conn| async move {
             db::finish::job_release_many(&mut conn, &[id], &[token]).await
         })
         .await;
     match r {
-        Ok(ids) if !ids.is_empty() => Stats::add(&shared.stats.released, 1),
+        Ok(ids) if !ids.is_empty() => Stats::add(counter, 1),
         Ok(_) => Stats::add(&shared.stats.lease_lost, 1),
         Err(e) => {
             warn!(id, error = %chain(&e), "could not hand the job back; it returns when its lease expires")

@@ -1,0 +1,193 @@
+//! Jobs claimed ahead of a free handler: what happens to them while they wait.
+
+use std::{
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use lq_runtime::{
+    EnqueueOptions, Job, JobContext, JobError, JobState, Perform, Runtime, RuntimeConfig,
+};
+use lq_tests::TestDb;
+use serde::{Deserialize, Serialize};
+use tokio::sync::Semaphore;
+
+use crate::jobs::{quick, Ledger, Noop};
+
+/// How many rounds [`block_handlers_with_jobs_waiting`] tries.
+const ROUNDS: usize = 30;
+
+/// Gates for [`Gated`] jobs, one per round, closed until the test opens them, and
+/// the ids of the gated jobs whose handler has started.
+struct Gates {
+    rounds: Vec<Semaphore>,
+    started: Mutex<Vec<i64>>,
+}
+
+impl Gates {
+    fn new() -> Arc<Self> {
+        Arc::new(Gates {
+            rounds: (0..ROUNDS).map(|_| Semaphore::new(0)).collect(),
+            started: Mutex::default(),
+        })
+    }
+
+    fn started(&self) -> Vec<i64> {
+        self.started.lock().unwrap().clone()
+    }
+
+    fn open(&self, round: usize) {
+        self.rounds[round].add_permits(Semaphore::MAX_PERMITS / 2);
+    }
+}
+
+/// Waits at its round's gate (or for its cancellation signal), then succeeds.
+#[derive(Serialize, Deserialize, Job)]
+#[job(kind = "test.gated")]
+struct Gated {
+    round: usize,
+}
+
+impl Perform for Gated {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        let gates = ctx.state::<Arc<Gates>>();
+        gates.started.lock().unwrap().push(ctx.id());
+        tokio::select! {
+            _ = gates.rounds[self.round].acquire() => Ok(()),
+            _ = ctx.cancelled() => Err("stopped by its cancellation signal".into()),
+        }
+    }
+}
+
+/// A runtime with two handlers on `default`, config `config`, sharing `gates`.
+async fn start(db: &TestDb, gates: &Arc<Gates>, config: RuntimeConfig) -> Runtime {
+    Runtime::builder(db.pool.clone())
+        .config(config)
+        .queue("default", 2)
+        .state(gates.clone())
+        .state(Ledger::default())
+        .start()
+        .await
+        .unwrap()
+}
+
+/// Blocks both handlers of `rt`'s queue with gated jobs while more gated jobs,
+/// claimed ahead, wait for a handler; returns the round whose gate holds them and
+/// the ids of the waiting jobs.
+///
+/// Each round lets no-op jobs make the queue claim ahead, then puts ten gated jobs
+/// at its head: two take the handlers and block them; if the claim that brought
+/// them was larger than two, the rest wait for a handler. Whether it was depends
+/// on the free leases, so a round that shows no waiting job opens its gate and
+/// tries again.
+async fn block_handlers_with_jobs_waiting(db: &TestDb, gates: &Gates) -> (usize, Vec<i64>) {
+    for round in 0..ROUNDS {
+        let noops = (0..500).map(|n| Noop { n });
+        Noop::enqueue_many(&db.pool, noops, EnqueueOptions::new())
+            .await
+            .unwrap();
+        let gated = (0..10).map(|_| Gated { round });
+        Gated::enqueue_many(&db.pool, gated, EnqueueOptions::new().priority(10))
+            .await
+            .unwrap();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        while gates.started().len() < 2 {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "gated jobs never ran"
+            );
+            tokio::task::yield_now().await;
+        }
+        // Both handlers are blocked: any other leased gated job is waiting.
+        let leased: Vec<i64> = sqlx::query_scalar(
+            "select id from lq.all_jobs where kind = 'test.gated' and state = 'running'",
+        )
+        .fetch_all(&db.pool)
+        .await
+        .unwrap();
+        let started = gates.started();
+        let waiting: Vec<i64> = leased
+            .into_iter()
+            .filter(|id| !started.contains(id))
+            .collect();
+        if !waiting.is_empty() {
+            return (round, waiting);
+        }
+        gates.open(round);
+        db.wait_idle(Duration::from_secs(60)).await;
+        gates.started.lock().unwrap().clear();
+    }
+    panic!("no job claimed ahead waited in {ROUNDS} rounds");
+}
+
+/// Stops a runtime while jobs it claimed ahead wait for a handler, and checks that
+/// they go back to the queue with their attempt unspent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_claimed_ahead_go_back_to_the_queue_unspent_at_shutdown() {
+    let db = TestDb::new().await;
+    let gates = Gates::new();
+    let config = RuntimeConfig {
+        shutdown_grace: Duration::from_millis(100),
+        ..quick()
+    };
+    let rt = start(&db, &gates, config).await;
+    let (_, waiting) = block_handlers_with_jobs_waiting(&db, &gates).await;
+    rt.shutdown().await.unwrap();
+    for id in waiting {
+        let row = lq_runtime::control::get(&db.pool, id).await.unwrap();
+        assert_eq!((row.state, row.attempts), (JobState::Queued, 0), "job {id}");
+        assert!(row.lease_expires_at.is_none(), "job {id} still leased");
+    }
+    let (succeeded_once, queued_unspent, other): (i64, i64, i64) = sqlx::query_as(
+        "select count(*) filter (where state = 'succeeded' and attempts = 1),
+                count(*) filter (where state = 'queued' and attempts = 0 and lease_token is null),
+                count(*) filter (where not (state in ('succeeded', 'queued')))
+         from lq.all_jobs",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(other, 0, "jobs left leased after shutdown");
+    let total: i64 = sqlx::query_scalar("select count(*) from lq.all_jobs")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(succeeded_once + queued_unspent, total);
+}
+
+/// A job cancelled while it waits for a handler ends `cancelled` at once, while
+/// both handlers are still blocked, and its handler never runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_cancelled_while_it_waits_for_a_handler_ends_without_running() {
+    let db = TestDb::new().await;
+    let gates = Gates::new();
+    let rt = start(&db, &gates, quick()).await;
+    let (round, waiting) = block_handlers_with_jobs_waiting(&db, &gates).await;
+    let victim = waiting[0];
+    let before = lq_runtime::control::cancel(&db.pool, victim).await.unwrap();
+    assert_eq!(before, JobState::Running);
+    db.wait_for(
+        "the waiting job to end cancelled",
+        &format!("select state = 'cancelled' from lq.all_jobs where id = {victim}"),
+        Duration::from_secs(30),
+    )
+    .await;
+    assert_eq!(gates.started().len(), 2, "a handler was freed meanwhile");
+    gates.open(round);
+    db.wait_idle(Duration::from_secs(60)).await;
+    let stats = rt.stats();
+    rt.shutdown().await.unwrap();
+    assert!(
+        !gates.started().contains(&victim),
+        "the cancelled job's handler ran"
+    );
+    let row = lq_runtime::control::get(&db.pool, victim).await.unwrap();
+    assert_eq!(row.state, JobState::Cancelled);
+    assert!(
+        row.errors.as_array().unwrap().is_empty(),
+        "{:?}",
+        row.errors
+    );
+    assert_eq!(stats.cancelled, 1);
+    assert_eq!(db.count("cancelled").await, 1);
+}
