@@ -2,12 +2,23 @@
 
 use std::time::Duration;
 
-use lq_runtime::{control, CoreError as Error, Job, JobState};
+use lq_runtime::{control, db, CoreError as Error, Job, JobState};
 use lq_tests::{finish_job, TestDb};
 
 use crate::jobs::{quick, start_runtime, Doomed, Ledger, Noop, Patient};
 
 const LIMIT: Duration = Duration::from_secs(30);
+
+/// Waits until some session of the test's database waits for a lock.
+async fn wait_for_a_lock_wait(db: &TestDb, what: &str) {
+    db.wait_for(
+        what,
+        "select exists (select 1 from pg_stat_activity
+                        where datname = current_database() and wait_event_type = 'Lock')",
+        LIMIT,
+    )
+    .await;
+}
 
 #[tokio::test]
 async fn cancelling_a_queued_job_ends_it_at_once() {
@@ -76,13 +87,7 @@ async fn a_cancel_that_waits_out_the_jobs_completion_reports_its_final_state() {
     finish_job(&mut completion, id, "succeeded", 0.0).await;
     let pool = db.pool.clone();
     let cancel = tokio::spawn(async move { control::cancel(&pool, id).await });
-    db.wait_for(
-        "the cancel to wait for the completion's row lock",
-        "select exists (select 1 from pg_stat_activity
-                        where datname = current_database() and wait_event_type = 'Lock')",
-        LIMIT,
-    )
-    .await;
+    wait_for_a_lock_wait(&db, "the cancel to wait for the completion's row lock").await;
     completion.commit().await.unwrap();
     let err = cancel.await.unwrap().unwrap_err();
     assert!(
@@ -95,6 +100,41 @@ async fn a_cancel_that_waits_out_the_jobs_completion_reports_its_final_state() {
         ),
         "{err}"
     );
+}
+
+/// A completion that waits for a cancel request's row lock ends the job
+/// `cancelled`: it re-reads the row once the request commits, so the request is
+/// not lost to a success acknowledged from an older version of the row.
+#[tokio::test]
+async fn a_success_written_while_a_cancel_request_commits_ends_the_job_cancelled() {
+    let db = TestDb::new().await;
+    let id = Noop { n: 1 }.enqueue(&db.pool).await.unwrap().id;
+    let kinds = vec!["test.noop".to_owned()];
+    let mut worker = db.pool.acquire().await.unwrap();
+    let claimed = db::claim::job_claim(&mut worker, "default", &kinds, &[30.0], 1, "w")
+        .await
+        .unwrap()
+        .remove(0);
+    // The cancel request's write, held open while the completion runs.
+    let mut request = db.pool.begin().await.unwrap();
+    sqlx::query("update lq.jobs set cancel_requested_at = now() where id = $1")
+        .bind(id)
+        .execute(&mut *request)
+        .await
+        .unwrap();
+    let completion = tokio::spawn(async move {
+        db::finish::job_complete_many(&mut worker, &[id], &[claimed.lease_token]).await
+    });
+    wait_for_a_lock_wait(
+        &db,
+        "the completion to wait for the cancel request's row lock",
+    )
+    .await;
+    request.commit().await.unwrap();
+    assert_eq!(completion.await.unwrap().unwrap(), vec![id]);
+    let row = control::get(&db.pool, id).await.unwrap();
+    assert_eq!(row.state, JobState::Cancelled);
+    assert!(row.cancel_requested_at.is_some());
 }
 
 #[tokio::test]

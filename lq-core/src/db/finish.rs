@@ -15,26 +15,28 @@ use crate::{Error, JobState};
 
 /// Marks many jobs succeeded in one statement; returns the ids whose lease still held.
 ///
-/// Rows are found and locked by `held_rows!`. No `state` test is needed (one
-/// would let the planner pick the partial running-rows index from stale
-/// statistics): the table's check constraint makes "has a lease token" the same
-/// as "running". Like the claim, it is written to be run with a generic plan
-/// (the runtime's hot-path connections force one): both steps go through the
-/// primary key.
+/// One delete, fenced by `(id, lease_token)`, with no locking step before it: the
+/// delete takes each row's lock itself, and after waiting for a concurrent write
+/// (a cancel request, a heartbeat) it re-checks the fence on the row's newest
+/// version and returns that version, so a cancellation requested meanwhile still
+/// ends the job `cancelled`. A separate `for update` step cost a lock record per
+/// job in the WAL. Rows are locked in id order, like every other multi-row write
+/// (the primary key is scanned with the sorted array of ids). No `state` test is
+/// needed: the table's check constraint makes "has a lease token" the same as
+/// "running" (a test would let the planner pick the partial running-rows index
+/// from stale statistics). Like the claim, it is written to be run with a generic
+/// plan (the runtime's hot-path connections force one).
 pub async fn job_complete_many(
     conn: &mut PgConnection,
     ids: &[i64],
     tokens: &[Uuid],
 ) -> Result<Vec<i64>, Error> {
     sqlx::query_scalar(concat!(
-        held_rows!(),
-        ",
-         moved as (
+        "with moved as (
              delete from lq.jobs j
-             using held
-             where j.id = held.id
+             where j.id = any($1::bigint[]) and j.lease_token = any($2::uuid[])
              returning j.*,
-                 case when held.cancel_requested then 'cancelled' else 'succeeded' end::lq.job_state
+                 case when j.cancel_requested_at is not null then 'cancelled' else 'succeeded' end::lq.job_state
                      as final_state,
                  j.errors as final_errors
          ),
