@@ -1,13 +1,18 @@
 //! Scenario 1: one job per autocommit transaction (`job.enqueue(&pool)`), 1 and 4
-//! producers, with and without the wake-up NOTIFY; each run right after a pgbench
-//! run of the ceiling's single-row insert with as many clients (`paired`).
+//! producers, with and without the wake-up NOTIFY; each run right after its own
+//! pgbench run of the ceiling's single-row insert with as many clients (`paired`).
 
 use anyhow::Result;
 use lq_runtime::{EnqueueOptions, Job};
 use serde_json::json;
 
 use super::{announce, closed_loop, Ctx};
-use crate::{db, jobs::Noop, paired, stats::Spread};
+use crate::{
+    db,
+    jobs::Noop,
+    paired::{self, Paired},
+    stats::Spread,
+};
 
 /// The four variants, in report order.
 const VARIANTS: [(bool, u32); 4] = [(true, 1), (true, 4), (false, 1), (false, 4)];
@@ -16,24 +21,25 @@ pub async fn run(ctx: &mut Ctx) -> Result<()> {
     let secs = if ctx.quick { 3.0 } else { 10.0 };
     // Runs interleave the variants (run 1 of each, then run 2 of each, ...), so a
     // drift in the host's speed does not land on one variant, such as NOTIFY off.
-    // Within a run, each producer count starts with its paired ceiling, then the
-    // two NOTIFY variants, in an order that alternates from run to run.
+    // Within a run, each producer count starts with the sqlx baseline, then the two
+    // NOTIFY variants, in an order that alternates from run to run; each of the
+    // three comes right after its own pgbench run of the ceiling's insert, so a
+    // ratio compares two measurements seconds apart (this host drifts).
     let mut rates = vec![Vec::new(); VARIANTS.len()];
     let mut loads = vec![Vec::new(); VARIANTS.len()];
     let mut paired = vec![Vec::new(); VARIANTS.len()];
     let mut baseline = [Vec::new(), Vec::new()];
+    let mut baseline_paired = [Vec::new(), Vec::new()];
     for run in 1..=3 {
         for producers in [1u32, 4] {
-            let mut pair = None;
+            let b = usize::from(producers > 1);
             if let Some(p) = &ctx.paired {
-                announce(&format!(
-                    "enqueue single: ceiling's enqueue_1.sql by pgbench, {producers} client(s), run {run}/3"
-                ));
-                pair = Some(p.enqueue_single(producers, secs).await?);
+                let pgbench = pgbench_before(p, producers, secs, run, "the sqlx baseline").await?;
+                baseline_paired[b].push(pgbench);
                 announce(&format!(
                     "enqueue single: the same insert by sqlx, {producers} producer(s), run {run}/3"
                 ));
-                baseline[usize::from(producers > 1)].push(p.sqlx_single(producers, secs).await?);
+                baseline[b].push(p.sqlx_single(producers, secs).await?);
             }
             let mut order: Vec<usize> = (0..VARIANTS.len())
                 .filter(|&i| VARIANTS[i].1 == producers)
@@ -43,14 +49,15 @@ pub async fn run(ctx: &mut Ctx) -> Result<()> {
             }
             for i in order {
                 let notify = VARIANTS[i].0;
+                if let Some(p) = &ctx.paired {
+                    let next = format!("notify {notify}");
+                    paired[i].push(pgbench_before(p, producers, secs, run, &next).await?);
+                }
                 db::reset(&ctx.pool, None).await?;
                 loads[i].push(announce(&format!(
                     "enqueue single: {producers} producer(s), notify {notify}, run {run}/3"
                 )));
                 rates[i].push(once(ctx, producers, notify, secs).await?);
-                if let Some(pair) = pair {
-                    paired[i].push(pair);
-                }
             }
         }
     }
@@ -59,9 +66,14 @@ pub async fn run(ctx: &mut Ctx) -> Result<()> {
             "1. baseline: enqueue_1.sql's insert by sqlx (no litequeue), {producers} producer{}",
             if producers > 1 { "s" } else { "" }
         );
-        let pgbench = paired_of(&paired, producers);
         let what = format!("enqueue_1.sql by pgbench, {producers} client(s)");
-        paired::row(&mut ctx.report, &name, &baseline[i], &pgbench, &what);
+        paired::row(
+            &mut ctx.report,
+            &name,
+            &baseline[i],
+            &baseline_paired[i],
+            &what,
+        );
         if !baseline[i].is_empty() {
             let json = json!({ "jobs_per_s": Spread::of(&baseline[i]).json(), "secs": secs });
             ctx.report.detail(&name, json);
@@ -129,11 +141,17 @@ async fn once(ctx: &Ctx, producers: u32, notify: bool, secs: f64) -> Result<f64>
     rate
 }
 
-/// The pgbench rates paired with `producers` (one per run; the variants share them).
-fn paired_of(paired: &[Vec<f64>], producers: u32) -> Vec<f64> {
-    VARIANTS
-        .iter()
-        .position(|v| v.1 == producers)
-        .map(|i| paired[i].clone())
-        .unwrap_or_default()
+/// The ceiling's single-row insert by pgbench with `producers` clients, run right
+/// before the measurement named `next`: rows per second.
+async fn pgbench_before(
+    p: &Paired,
+    producers: u32,
+    secs: f64,
+    run: u32,
+    next: &str,
+) -> Result<f64> {
+    announce(&format!(
+        "enqueue single: ceiling's enqueue_1.sql by pgbench, {producers} client(s), before {next}, run {run}/3"
+    ));
+    p.enqueue_single(producers, secs).await
 }
