@@ -7,6 +7,10 @@ use futures_util::FutureExt;
 pub use inventory;
 pub use serde_json;
 
+#[path = "unique_key_escape.rs"]
+mod unique_key_escape;
+pub use unique_key_escape::push_key_value;
+
 use crate::{registry::PerformFn, Job, JobContext, Perform};
 
 /// Decodes the payload into `T` and starts its `perform`.

@@ -21,13 +21,33 @@ pub use crate::db::control::JobRow;
 /// Bound on each control call.
 const CONTROL_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// Runs `f` in a transaction of its own whose `search_path` is pinned to
+/// `pg_catalog` (see `db::SEARCH_PATH`): an application's pool may have any
+/// setting, and no other role's functions may run in a control call.
+async fn pinned<T, F>(pool: &PgPool, op: &'static str, f: F) -> Result<T, Error>
+where
+    F: for<'c> FnOnce(
+        &'c mut sqlx::PgConnection,
+    ) -> futures_util::future::BoxFuture<'c, Result<T, Error>>,
+{
+    db::timed(op, CONTROL_TIMEOUT, async {
+        let mut tx = pool.begin().await.map_err(db::err(op))?;
+        db::pin_search_path(&mut tx).await?;
+        let out = f(&mut tx).await?;
+        tx.commit().await.map_err(db::err(op))?;
+        Ok(out)
+    })
+    .await
+}
+
 /// One job by id.
 pub async fn get(pool: &PgPool, id: i64) -> Result<JobRow, Error> {
-    db::timed("job_get", CONTROL_TIMEOUT, async {
-        let mut conn = pool.acquire().await.map_err(db::err("job_get"))?;
-        db::control::job_get(&mut conn, id)
-            .await?
-            .ok_or(Error::NotFound { id })
+    pinned(pool, "job_get", |conn| {
+        Box::pin(async move {
+            db::control::job_get(conn, id)
+                .await?
+                .ok_or(Error::NotFound { id })
+        })
     })
     .await
 }
@@ -39,9 +59,9 @@ pub async fn list(
     queue: Option<&str>,
     limit: i64,
 ) -> Result<Vec<JobRow>, Error> {
-    db::timed("job_list", CONTROL_TIMEOUT, async {
-        let mut conn = pool.acquire().await.map_err(db::err("job_list"))?;
-        db::control::job_list(&mut conn, state, queue, limit).await
+    let queue = queue.map(str::to_owned);
+    pinned(pool, "job_list", |conn| {
+        Box::pin(async move { db::control::job_list(conn, state, queue.as_deref(), limit).await })
     })
     .await
 }
@@ -53,9 +73,8 @@ pub async fn list(
 /// without its handler running. Returns the state the job was in; fails with
 /// [`Error::WrongState`] for a job already finished.
 pub async fn cancel(pool: &PgPool, id: i64) -> Result<JobState, Error> {
-    let before = db::timed("job_cancel", CONTROL_TIMEOUT, async {
-        let mut conn = pool.acquire().await.map_err(db::err("job_cancel"))?;
-        db::control::job_cancel(&mut conn, id).await
+    let before = pinned(pool, "job_cancel", |conn| {
+        Box::pin(async move { db::control::job_cancel(conn, id).await })
     })
     .await?
     .ok_or(Error::NotFound { id })?;
@@ -71,29 +90,35 @@ pub async fn cancel(pool: &PgPool, id: i64) -> Result<JobState, Error> {
 }
 
 /// Queues a dead or cancelled job to run now with a fresh set of attempts; its
-/// error history is kept. Fails with [`Error::UniqueKeyHeld`] when another live
-/// job holds its unique key (the live job wins).
+/// error history is kept (its newest entries, see [`crate::MAX_ERRORS_KEPT`]).
+/// Fails with [`Error::UniqueKeyHeld`] when another live job of its kind holds
+/// its unique key (the live job wins).
 pub async fn retry_now(pool: &PgPool, id: i64) -> Result<(), Error> {
-    let before = db::timed("job_retry_now", CONTROL_TIMEOUT, async {
-        let mut conn = pool.acquire().await.map_err(db::err("job_retry_now"))?;
-        match db::control::job_retry_now(&mut conn, id).await {
-            Err(Error::Database {
-                source: sqlx::Error::Database(e),
-                ..
-            }) if e.is_unique_violation() => {
-                let row = db::control::job_get(&mut conn, id)
-                    .await?
-                    .ok_or(Error::NotFound { id })?;
-                let key = row.unique_key.unwrap_or_default();
-                let holder = db::enqueue::job_find_live_by_key(&mut conn, &key)
-                    .await?
-                    .unwrap_or(0);
-                Err(Error::UniqueKeyHeld { id, holder, key })
-            }
-            other => other,
-        }
+    let retried = pinned(pool, "job_retry_now", |conn| {
+        Box::pin(async move { db::control::job_retry_now(conn, id).await })
     })
-    .await?
+    .await;
+    let before = match retried {
+        Err(Error::Database {
+            source: sqlx::Error::Database(e),
+            ..
+        }) if e.is_unique_violation() => {
+            return Err(pinned(pool, "job_retry_now", |conn| {
+                Box::pin(async move {
+                    let row = db::control::job_get(conn, id)
+                        .await?
+                        .ok_or(Error::NotFound { id })?;
+                    let key = row.unique_key.unwrap_or_default();
+                    let holder = db::enqueue::job_find_live_by_key(conn, &row.kind, &key)
+                        .await?
+                        .unwrap_or(0);
+                    Ok(Error::UniqueKeyHeld { id, holder, key })
+                })
+            })
+            .await?)
+        }
+        other => other?,
+    }
     .ok_or(Error::NotFound { id })?;
     match before {
         JobState::Dead | JobState::Cancelled => Ok(()),
@@ -108,12 +133,8 @@ pub async fn retry_now(pool: &PgPool, id: i64) -> Result<(), Error> {
 /// Age of the oldest open transaction in the database, for health checks: a
 /// long-open snapshot stops vacuum, and a queue table then slows down steadily.
 pub async fn oldest_transaction_age(pool: &PgPool) -> Result<Duration, Error> {
-    let secs = db::timed("oldest_transaction_age", CONTROL_TIMEOUT, async {
-        let mut conn = pool
-            .acquire()
-            .await
-            .map_err(db::err("oldest_transaction_age"))?;
-        db::maintenance::oldest_transaction_age(&mut conn).await
+    let secs = pinned(pool, "oldest_transaction_age", |conn| {
+        Box::pin(async move { db::maintenance::oldest_transaction_age(conn).await })
     })
     .await?;
     Ok(Duration::from_secs_f64(secs.max(0.0)))

@@ -164,6 +164,10 @@ pub struct FireReport {
     pub next_tick: Option<DateTime<Utc>>,
     /// True when another runtime held the schedule and this pass did nothing.
     pub busy: bool,
+    /// The schedule's stored last tick when it lay in the future (written by hand
+    /// or by a host whose clock ran ahead): the pass moved it back to the newest
+    /// tick at or before `now`, or the schedule would never fire until then.
+    pub rewound_from: Option<DateTime<Utc>>,
 }
 
 /// Fires the due ticks of one recurring kind, exactly once each, in one transaction.
@@ -186,8 +190,18 @@ pub async fn fire_due(
             ..FireReport::default()
         });
     };
+    let mut rewound_from = None;
+    let last = if last > now {
+        let to = schedule.last_at_or_before(now).unwrap_or(now);
+        db::cron::cron_schedule_rewind(&mut tx, kind, to, now).await?;
+        rewound_from = Some(last);
+        to
+    } else {
+        last
+    };
     let plan = plan(schedule, last, now, LATE_AFTER, catch_up);
     let mut report = FireReport {
+        rewound_from,
         missed: plan.missed,
         now: Some(now),
         next_tick: schedule.next_after(now),

@@ -115,8 +115,53 @@ impl EnqueueOptions {
     }
 }
 
-/// Serialises a payload, refusing one over [`MAX_PAYLOAD_BYTES`].
-fn payload_of<J: Job>(job: &J) -> Result<String, Error> {
+/// Longest unique key, in bytes. The key and the kind share one entry of a btree
+/// index, which PostgreSQL caps at about 2,700 bytes; a longer key would fail the
+/// insert with a raw index error.
+pub const MAX_UNIQUE_KEY_BYTES: usize = 2048;
+
+/// Refuses a unique key the index cannot hold, naming the job (`position` in a batch).
+fn check_key<J: Job>(key: Option<&str>, position: Option<usize>) -> Result<(), Error> {
+    let Some(key) = key else { return Ok(()) };
+    let reason = if key.contains('\0') {
+        "holds a NUL character, which PostgreSQL cannot store: leave it out of the template's fields"
+    } else if key.len() > MAX_UNIQUE_KEY_BYTES {
+        "is over the 2048-byte limit: put a hash of long values in the template instead"
+    } else if key.is_empty() {
+        "is empty: a template must render at least one character"
+    } else {
+        return Ok(());
+    };
+    Err(Error::InvalidUniqueKey {
+        kind: J::KIND,
+        position,
+        len: key.len(),
+        reason,
+    })
+}
+
+/// True when JSON text holds the escape `\u0000` (a NUL in a string), which
+/// `jsonb` refuses. An escaped backslash before `u0000` is text, not a NUL.
+fn has_nul_escape(json: &str) -> bool {
+    let bytes = json.as_bytes();
+    let mut i = 0;
+    while let Some(at) = json[i..].find("\\u0000") {
+        let start = i + at;
+        let backslashes = bytes[..start]
+            .iter()
+            .rev()
+            .take_while(|b| **b == b'\\')
+            .count();
+        if backslashes % 2 == 0 {
+            return true;
+        }
+        i = start + 1;
+    }
+    false
+}
+
+/// Serialises a payload, refusing one over [`MAX_PAYLOAD_BYTES`] or holding a NUL.
+fn payload_of<J: Job>(job: &J, position: Option<usize>) -> Result<String, Error> {
     let text = serde_json::to_string(job).map_err(|source| Error::Serialize {
         kind: J::KIND,
         source,
@@ -126,6 +171,12 @@ fn payload_of<J: Job>(job: &J) -> Result<String, Error> {
             kind: J::KIND,
             size: text.len(),
             limit: MAX_PAYLOAD_BYTES,
+        });
+    }
+    if has_nul_escape(&text) {
+        return Err(Error::PayloadHasNul {
+            kind: J::KIND,
+            position,
         });
     }
     Ok(text)
@@ -141,8 +192,9 @@ where
     A: EnqueueTarget<'c>,
 {
     let mut new = opts.resolve::<J>()?;
-    let payload = payload_of(job)?;
+    let payload = payload_of(job, None)?;
     let key = job.unique_key();
+    check_key::<J>(key.as_deref(), None)?;
     let wake = Wake::plan(&conn, &mut new);
     db::timed("job_insert", ENQUEUE_TIMEOUT, async {
         let mut conn = conn.acquire().await.map_err(db::err("job_insert"))?;
@@ -158,7 +210,7 @@ where
             }
             // The key is held by a live job (the insert waited for its writer to commit).
             let key = key.as_deref().unwrap_or_default();
-            if let Some(id) = db::enqueue::job_find_live_by_key(&mut conn, key).await? {
+            if let Some(id) = db::enqueue::job_find_live_by_key(&mut conn, J::KIND, key).await? {
                 return Ok(Enqueued { id, existing: true });
             }
             // It finished in between: try again.
@@ -183,9 +235,11 @@ where
     let wake = Wake::plan(&conn, &mut new);
     let mut payloads = Vec::new();
     let mut keys = Vec::new();
-    for job in jobs {
-        payloads.push(payload_of(&job)?);
-        keys.push(job.unique_key());
+    for (position, job) in jobs.into_iter().enumerate() {
+        payloads.push(payload_of(&job, Some(position))?);
+        let key = job.unique_key();
+        check_key::<J>(key.as_deref(), Some(position))?;
+        keys.push(key);
     }
     if payloads.is_empty() {
         return Ok(BulkEnqueued {
@@ -233,5 +287,24 @@ impl Wake {
         if let Some(pool) = &self.pool {
             notify::poke(pool, queue);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::has_nul_escape;
+
+    #[test]
+    fn a_nul_escape_is_found_but_an_escaped_backslash_before_u0000_is_text() {
+        assert!(has_nul_escape(r#"{"a":"x\u0000"}"#));
+        assert!(!has_nul_escape(r#"{"a":"x\\u0000"}"#)); // the text \u0000
+        assert!(has_nul_escape(r#"{"a":"x\\\u0000"}"#)); // a backslash, then NUL
+        assert!(!has_nul_escape(r#"{"a":"plain"}"#));
+    }
+
+    #[test]
+    fn serde_json_writes_a_nul_as_the_escape() {
+        let text = serde_json::to_string("a\0b").unwrap();
+        assert!(has_nul_escape(&text), "{text}");
     }
 }

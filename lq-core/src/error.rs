@@ -33,6 +33,27 @@ pub enum Error {
         /// The limit.
         limit: usize,
     },
+    /// The payload holds a NUL character (`\u0000` in a string), which PostgreSQL's
+    /// `jsonb` cannot store; nothing was written.
+    #[error("payload of job kind {kind:?}{} holds a NUL character (\\u0000), which PostgreSQL cannot store: remove it or encode the field (base64, hex)", at(.position))]
+    PayloadHasNul {
+        /// Job kind.
+        kind: &'static str,
+        /// Position of the job in an `enqueue_many` batch; `None` for one job.
+        position: Option<usize>,
+    },
+    /// A rendered unique key cannot be stored; nothing was written.
+    #[error("unique key of job kind {kind:?}{} ({len} bytes) {reason}", at(.position))]
+    InvalidUniqueKey {
+        /// Job kind.
+        kind: &'static str,
+        /// Position of the job in an `enqueue_many` batch; `None` for one job.
+        position: Option<usize>,
+        /// The key's length in bytes.
+        len: usize,
+        /// What is wrong, and the fix.
+        reason: &'static str,
+    },
     /// The payload could not be serialised to JSON.
     #[error("payload of job kind {kind:?} does not serialise to JSON")]
     Serialize {
@@ -69,6 +90,13 @@ pub enum Error {
         found: i32,
         /// Version this library needs.
         needed: i32,
+    },
+    /// Schema `lq` is owned by a role the migrating role is not a member of, so
+    /// `migrate()` will not change it (that role could replace its tables).
+    #[error("schema lq is owned by role {owner:?}, which this role is not a member of: migrate as that role, or drop the schema if you did not create it")]
+    SchemaNotOwned {
+        /// The owning role.
+        owner: String,
     },
     /// The database holds a newer schema than this library knows.
     #[error(
@@ -120,6 +148,11 @@ pub enum Error {
         /// The key.
         key: String,
     },
+}
+
+/// " (job N of the batch)" for an error about one job of an `enqueue_many` batch.
+fn at(position: &Option<usize>) -> String {
+    position.map_or_else(String::new, |i| format!(" (job {i} of the batch)"))
 }
 
 /// Shorthand for results of this crate.

@@ -15,11 +15,20 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0003_finished_jobs",
         include_str!("../../migrations/0003_finished_jobs.sql"),
     ),
+    (
+        "0004_unique_per_kind",
+        include_str!("../../migrations/0004_unique_per_kind.sql"),
+    ),
 ];
 
 /// Creates or upgrades the `lq` schema. Idempotent, and safe when several processes
 /// call it at once: they serialise on an advisory lock and each migration runs in the
 /// same transaction as its version bump.
+///
+/// When the schema is already current it only reads, so any role the runtime runs
+/// as may call it at start-up (no CREATE privilege needed). It refuses, with
+/// [`Error::SchemaNotOwned`], to change a schema `lq` owned by a role the caller
+/// is not a member of: that role could replace the tables under it.
 ///
 /// ```no_run
 /// # async fn f(pool: sqlx::PgPool) -> Result<(), lq_core::Error> {
@@ -36,6 +45,14 @@ const MIGRATE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120)
 async fn apply_all(pool: &PgPool) -> Result<(), Error> {
     let mut conn = pool.acquire().await.map_err(db::err("migrate"))?;
     let mut tx = conn.begin().await.map_err(db::err("migrate"))?;
+    db::pin_search_path(&mut tx).await?;
+    let found = db::migration::version(&mut tx).await?;
+    if found == SCHEMA_VERSION {
+        return Ok(()); // nothing to do: no lock, no CREATE
+    }
+    if let Some(owner) = db::migration::schema_foreign_owner(&mut tx).await? {
+        return Err(Error::SchemaNotOwned { owner });
+    }
     db::migration::lock(&mut tx).await?;
     let found = db::migration::current(&mut tx).await?;
     if found > SCHEMA_VERSION {

@@ -41,10 +41,7 @@ pub(crate) fn check_expr(lit: &LitStr) -> syn::Result<String> {
             if fields == 1 { "" } else { "s" }
         )));
     }
-    let parser = CronParser::builder()
-        .seconds(Seconds::Optional)
-        .year(Year::Disallowed)
-        .build();
+    let parser = parser();
     match parser.parse(&expr) {
         Ok(_) => Ok(expr),
         Err(e) => {
@@ -59,6 +56,56 @@ pub(crate) fn check_expr(lit: &LitStr) -> syn::Result<String> {
             )))
         }
     }
+}
+
+/// The parser the runtime uses (`lq_core::cron::Schedule::parse`).
+fn parser() -> CronParser {
+    CronParser::builder()
+        .seconds(Seconds::Optional)
+        .year(Year::Disallowed)
+        .build()
+}
+
+/// Checks that a valid expression fires at least once when read in zone `tz`.
+///
+/// Without a year field a schedule repeats every 400 years (the Gregorian calendar
+/// and its weekdays both do), so croner's search from a fixed instant, which gives up
+/// at year 5000, finds a tick if there is one; the runtime asks croner the same way.
+pub(crate) fn check_fires(lit: &LitStr, expr: &str, tz: &str) -> syn::Result<()> {
+    if fires(expr, tz) {
+        return Ok(());
+    }
+    let fields: Vec<&str> = expr.split_whitespace().collect();
+    let (dow, date_fields) = fields.split_last().unwrap_or((&"*", &[]));
+    let any_weekday = [date_fields, &["*"]].concat().join(" ");
+    let reason = if *dow != "*" && fires(&any_weekday, tz) {
+        format!(
+            "no date matches both its day-of-month and its day-of-week `{dow}`; loosen one of \
+             them (the day-of-month is only matched on that weekday)"
+        )
+    } else {
+        "no date matches its day-of-month and month (no such date, like February 31); use \
+         a day each chosen month has, or `L` for the last day of the month"
+            .to_owned()
+    };
+    Err(syn::Error::new(
+        lit.span(),
+        format!("cron expression {expr:?} never fires: {reason}"),
+    ))
+}
+
+/// Whether croner finds a tick after a fixed instant (so the answer does not depend
+/// on when the code is compiled).
+fn fires(expr: &str, tz: &str) -> bool {
+    let (Ok(cron), Ok(tz)) = (parser().parse(expr), chrono_tz::Tz::from_str(tz)) else {
+        return true; // reported by `check_expr` or `check_tz`
+    };
+    // 2000-01-01T00:00:00Z
+    let Some(start) = chrono::DateTime::from_timestamp(946_684_800, 0) else {
+        return true;
+    };
+    cron.find_next_occurrence(&start.with_timezone(&tz), false)
+        .is_ok()
 }
 
 /// The first field that fails on its own, every other field replaced by `*`.
@@ -156,6 +203,59 @@ mod tests {
         let e = expr(parse_quote!("@daily 1 2 3 4 5 6 7")).unwrap_err();
         assert!(
             e.starts_with("invalid cron expression \"@daily 1 2 3 4 5 6 7\": "),
+            "{e}"
+        );
+    }
+
+    fn fires_in(expr: &str, tz: &str) -> Result<(), String> {
+        let lit: LitStr = parse_quote!("unused");
+        check_fires(&lit, expr, tz).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn rare_schedules_fire() {
+        for expr in [
+            "0 0 29 2 *",
+            "0 0 0 29 2 *",
+            "0 0 L 2 *",
+            "0 0 31 2 MON",
+            "0 0 30 1,2 *",
+            "0 0 29 2 +MON",
+            "0 0 31 * +FRI",
+            "@yearly",
+        ] {
+            assert_eq!(fires_in(expr, "UTC"), Ok(()), "{expr}");
+        }
+        assert_eq!(fires_in("30 2 29 3 *", "Europe/Paris"), Ok(()));
+        assert_eq!(fires_in("0 0 29 2 *", "Pacific/Apia"), Ok(()));
+    }
+
+    #[test]
+    fn impossible_dates_never_fire() {
+        assert_eq!(
+            fires_in("0 0 31 2 *", "UTC").unwrap_err(),
+            "cron expression \"0 0 31 2 *\" never fires: no date matches its day-of-month \
+             and month (no such date, like February 31); use a day each chosen month has, or \
+             `L` for the last day of the month"
+        );
+        for expr in [
+            "0 0 30 2 *",
+            "0 0 0 31 4,6 *",
+            "0 0 31 2,4 *",
+            "0 0 31 2 +MON",
+        ] {
+            let e = fires_in(expr, "Europe/Paris").unwrap_err();
+            assert!(
+                e.contains("(no such date, like February 31)"),
+                "{expr}: {e}"
+            );
+        }
+        let e = fires_in("0 0 1 * +MON#5", "UTC").unwrap_err();
+        assert!(
+            e.ends_with(
+                "no date matches both its day-of-month and its day-of-week `+MON#5`; \
+                         loosen one of them (the day-of-month is only matched on that weekday)"
+            ),
             "{e}"
         );
     }

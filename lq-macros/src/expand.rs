@@ -6,6 +6,7 @@ use quote::{quote, quote_spanned};
 use crate::backoff::BackoffSpec;
 use crate::cron::CatchUp;
 use crate::duration;
+use crate::template::Part;
 use crate::valid::JobSpec;
 
 /// The whole expansion for `spec`, reaching litequeue through `krate`.
@@ -154,21 +155,33 @@ fn backoff(spec: &BackoffSpec) -> TokenStream {
     }
 }
 
-/// `fn unique_key`, when a template was given.
+/// `fn unique_key`, when a template was given: the text, and each field escaped by
+/// `push_key_value` so that distinct values render distinct keys.
 fn unique_key(spec: &JobSpec) -> Option<TokenStream> {
     let template = spec.unique_key.as_ref()?;
     let span = template.lit.span();
-    let body = if template.members.is_empty() {
-        // Braces were unescaped for `format!`; a constant key needs them back as text.
-        let text = template.format.replace("{{", "{").replace("}}", "}");
-        quote!(::std::string::String::from(#text))
-    } else {
-        let format = Literal::string(&template.format);
-        let args = template
-            .members
-            .iter()
-            .map(|m| quote_spanned!(span=> self.#m));
-        quote_spanned!(span=> ::std::format!(#format, #(#args),*))
+    let escape = &template.escape;
+    let body = match template.parts.as_slice() {
+        [] => quote!(::std::string::String::new()),
+        [Part::Text(text)] => quote!(::std::string::String::from(#text)),
+        parts => {
+            let capacity = template.lit.value().len();
+            let pushes = parts.iter().map(|part| match part {
+                Part::Text(text) => quote!(__lq_key.push_str(#text);),
+                Part::Field(m) => quote_spanned!(span=>
+                    __lq::__private::push_key_value(
+                        &mut __lq_key,
+                        &::core::format_args!("{}", self.#m),
+                        #escape,
+                    );
+                ),
+            });
+            quote!({
+                let mut __lq_key = ::std::string::String::with_capacity(#capacity);
+                #(#pushes)*
+                __lq_key
+            })
+        }
     };
     Some(quote! {
         fn unique_key(&self) -> ::core::option::Option<::std::string::String> {
@@ -231,8 +244,12 @@ mod tests {
             #[job(unique_key = "{{x}}:{0}", cron = "@hourly", backoff = my::slow)]
             struct T(u32);
         });
+        assert!(out.contains("__lq_key . push_str (\"{x}:\") ;"), "{out}");
         assert!(
-            out.contains(":: std :: format ! (\"{{x}}:{}\" , self . 0)"),
+            out.contains(
+                "__lq :: __private :: push_key_value (& mut __lq_key , & :: core :: \
+                 format_args ! (\"{}\" , self . 0) , \"\" ,) ;"
+            ),
             "{out}"
         );
         assert!(
@@ -246,6 +263,19 @@ mod tests {
             out.contains("__lq :: Backoff :: Custom (my :: slow)"),
             "{out}"
         );
+    }
+
+    #[test]
+    fn unique_key_escapes_separators_between_fields() {
+        let out = expand_str(parse_quote! {
+            #[job(unique_key = "k:{a}:{b}")]
+            struct T { a: String, b: String }
+        });
+        assert!(
+            out.contains("format_args ! (\"{}\" , self . a) , \"\\\\:\" ,) ;"),
+            "{out}"
+        );
+        assert!(out.contains("__lq_key . push_str (\":\") ;"), "{out}");
     }
 
     #[test]

@@ -92,6 +92,15 @@
 //! field is formatted with `Display`. A template without placeholders is a
 //! constant key: at most one live job of the type. Default: no key.
 //!
+//! Distinct field values always render distinct keys. Placeholders need text
+//! between them (`"{tenant}:{account}"`, not `"{tenant}{account}"`), and that text
+//! must not start with `\`. With two or more placeholders, each value is escaped: a
+//! backslash is put before every `\` in it and before every character that starts
+//! the text between two placeholders, so `"k:{a}:{b}"` renders `a = "1:2", b = "3"`
+//! as `k:1\:2:3` and `a = "1", b = "2:3"` as `k:1:2\:3`. Values without those
+//! characters render as written (`k:42:7`), and with a single placeholder nothing
+//! is escaped, so keys of numbers and typical ids look as they always did.
+//!
 //! ## `timeout = "30s"`
 //!
 //! The longest one attempt may run; when it expires the attempt fails and is retried
@@ -108,7 +117,8 @@
 //! `T::default()`, so the type must implement `Default`. The expression has 5 fields
 //! (`minute hour day-of-month month day-of-week`, like `"*/5 * * * *"`), 6 with
 //! leading seconds (`"0 */5 * * * *"`), or is a nickname such as `"@daily"`; it is
-//! checked at compile time. `cron_tz` is the IANA zone the expression is read in
+//! checked at compile time, including that it ever fires (`"0 0 31 2 *"`, February 31,
+//! is an error; the leap day `"0 0 29 2 *"` is fine). `cron_tz` is the IANA zone the expression is read in
 //! (default `"UTC"`). `cron_catch_up` says what happens to ticks missed while no
 //! runtime ran: `"once"` runs one job for the whole missed window (default), `"skip"`
 //! drops them. `cron_tz` and `cron_catch_up` require `cron`. Default: not recurring.

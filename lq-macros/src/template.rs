@@ -1,6 +1,13 @@
 //! The `unique_key` template: literal text with `{field}` placeholders.
 //!
 //! `{name}` names a field, `{0}` a tuple field, `{{` and `}}` are literal braces.
+//!
+//! Distinct field values must never render one key, so two placeholders need text
+//! between them, and when there are several, each value is escaped at run time (see
+//! `lq_core::__private::push_key_value`): a backslash goes before `\` and before the
+//! first character of each text between two placeholders. Reading a key left to
+//! right, `\x` is an escaped `x` and an unescaped separator ends a value, so the key
+//! decodes back into its values; a separator starting with `\` would break that.
 
 use syn::ext::IdentExt as _;
 use syn::{Index, LitStr, Member};
@@ -87,13 +94,68 @@ fn check_placeholder(name: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// The characters escaped in each field value: empty when at most one placeholder,
+/// else `\` and the first character of each text between two placeholders. The
+/// error says how to separate placeholders that nothing, or a backslash, separates.
+pub(crate) fn escape_set(pieces: &[Piece]) -> Result<String, String> {
+    let mut escape = String::new();
+    let mut last_field: Option<&str> = None;
+    let mut text: Option<&str> = None;
+    for piece in pieces {
+        match piece {
+            Piece::Text(t) => text = Some(t),
+            Piece::Field(b) => {
+                if let Some(a) = last_field {
+                    match text.and_then(|t| t.chars().next()) {
+                        None => {
+                            return Err(format!(
+                                "put a separator between `{{{a}}}` and `{{{b}}}` in \
+                                 `unique_key` (for example `{{{a}}}:{{{b}}}`): without one, \
+                                 different values can render the same key"
+                            ))
+                        }
+                        Some('\\') => {
+                            return Err(format!(
+                                "the text between `{{{a}}}` and `{{{b}}}` in `unique_key` \
+                                 starts with `\\`, which marks escaped characters in field \
+                                 values: start it with another character (for example \
+                                 `{{{a}}}:{{{b}}}`)"
+                            ))
+                        }
+                        Some(c) => {
+                            if escape.is_empty() {
+                                escape.push('\\');
+                            }
+                            if !escape.contains(c) {
+                                escape.push(c);
+                            }
+                        }
+                    }
+                }
+                last_field = Some(b);
+                text = None;
+            }
+        }
+    }
+    Ok(escape)
+}
+
+/// One piece of a resolved template.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Part {
+    /// Literal text, braces unescaped.
+    Text(String),
+    /// A field, spanned at the attribute's literal.
+    Field(Member),
+}
+
 /// A template checked against the struct's fields, ready to expand.
 #[derive(Debug, Clone)]
 pub(crate) struct Template {
-    /// A `format!` string: literal text with braces escaped and `{}` per field.
-    pub(crate) format: String,
-    /// The fields, in placeholder order, spanned at the attribute's literal.
-    pub(crate) members: Vec<Member>,
+    /// Text and fields, in order.
+    pub(crate) parts: Vec<Part>,
+    /// The characters escaped in each field value (see [`escape_set`]).
+    pub(crate) escape: String,
     /// The literal the template was written as.
     pub(crate) lit: LitStr,
 }
@@ -101,20 +163,17 @@ pub(crate) struct Template {
 /// Parses `lit` and resolves each placeholder against the fields of type `ty`.
 pub(crate) fn resolve(lit: &LitStr, ty: &str, fields: &Fields) -> syn::Result<Template> {
     let err = |message: String| syn::Error::new(lit.span(), message);
-    let mut format = String::new();
-    let mut members = Vec::new();
-    for piece in parse(&lit.value()).map_err(err)? {
-        match piece {
-            Piece::Text(text) => format.push_str(&text.replace('{', "{{").replace('}', "}}")),
-            Piece::Field(name) => {
-                format.push_str("{}");
-                members.push(member(&name, ty, fields, lit).map_err(err)?);
-            }
-        }
+    let pieces = parse(&lit.value()).map_err(err)?;
+    let mut parts = Vec::new();
+    for piece in &pieces {
+        parts.push(match piece {
+            Piece::Text(text) => Part::Text(text.clone()),
+            Piece::Field(name) => Part::Field(member(name, ty, fields, lit).map_err(err)?),
+        });
     }
     Ok(Template {
-        format,
-        members,
+        parts,
+        escape: escape_set(&pieces).map_err(err)?,
         lit: lit.clone(),
     })
 }
@@ -194,13 +253,57 @@ mod tests {
     fn resolves_named_and_tuple_fields() {
         let named = Fields::Named(vec![parse_quote!(order_id), parse_quote!(r#type)]);
         let t = resolve(&parse_quote!("o:{order_id}/{type}/{{}}"), "O", &named).unwrap();
-        assert_eq!(t.format, "o:{}/{}/{{}}");
-        let members: Vec<Member> = vec![parse_quote!(order_id), parse_quote!(r#type)];
-        assert_eq!(t.members, members);
+        assert_eq!(
+            t.parts,
+            [
+                Part::Text("o:".into()),
+                Part::Field(parse_quote!(order_id)),
+                Part::Text("/".into()),
+                Part::Field(parse_quote!(r#type)),
+                Part::Text("/{}".into()),
+            ]
+        );
+        assert_eq!(t.escape, "\\/");
         let t = resolve(&parse_quote!("{1}-{0}"), "T", &Fields::Unnamed(2)).unwrap();
         assert_eq!(
-            t.members,
-            vec![parse_quote!(1), parse_quote!(0)] as Vec<Member>
+            t.parts,
+            [
+                Part::Field(parse_quote!(1)),
+                Part::Text("-".into()),
+                Part::Field(parse_quote!(0)),
+            ]
+        );
+    }
+
+    fn escape(template: &str) -> Result<String, String> {
+        escape_set(&parse(template).unwrap())
+    }
+
+    #[test]
+    fn escapes_only_what_separates_values() {
+        assert_eq!(escape("welcome:{user_id}").as_deref(), Ok(""));
+        assert_eq!(escape("{a}").as_deref(), Ok(""));
+        assert_eq!(escape("k").as_deref(), Ok(""));
+        assert_eq!(escape("k:{a}:{b}").as_deref(), Ok("\\:"));
+        assert_eq!(escape("{a}-{b}/x{c}-{d}").as_deref(), Ok("\\-/"));
+        assert_eq!(escape("{a}{{{b}").as_deref(), Ok("\\{"));
+        assert_eq!(escape("{a}:\\{b}").as_deref(), Ok("\\:"));
+    }
+
+    #[test]
+    fn placeholders_need_a_separator() {
+        assert_eq!(
+            escape("k:{a}{b}").unwrap_err(),
+            "put a separator between `{a}` and `{b}` in `unique_key` (for example \
+             `{a}:{b}`): without one, different values can render the same key"
+        );
+        assert!(escape("{0}:{1}{2}")
+            .unwrap_err()
+            .contains("`{1}` and `{2}`"));
+        let e = escape("{a}\\{b}").unwrap_err();
+        assert!(
+            e.starts_with("the text between `{a}` and `{b}` in `unique_key` starts with `\\`"),
+            "{e}"
         );
     }
 

@@ -163,8 +163,10 @@ fn schedule(entries: &mut Entries, errors: &mut Errors) -> Option<Schedule> {
     };
     let mut ok = true;
     let cron = cron?;
-    match errors
-        .ok(lit::string("cron", "*/5 * * * *", &cron.value).and_then(|l| cron::check_expr(&l)))
+    let cron_lit = errors.ok(lit::string("cron", "*/5 * * * *", &cron.value));
+    match cron_lit
+        .as_ref()
+        .and_then(|l| errors.ok(cron::check_expr(l)))
     {
         Some(expr) => schedule.expr = expr,
         None => ok = false,
@@ -185,6 +187,11 @@ fn schedule(entries: &mut Entries, errors: &mut Errors) -> Option<Schedule> {
             Some(c) => schedule.catch_up = c,
             None => ok = false,
         }
+    }
+    if let (true, Some(lit)) = (ok, &cron_lit) {
+        ok = errors
+            .ok(cron::check_fires(lit, &schedule.expr, &schedule.tz))
+            .is_some();
     }
     ok.then_some(schedule)
 }
@@ -263,7 +270,7 @@ mod tests {
         );
         assert_eq!((s.priority, s.max_attempts), (-3, 1));
         assert_eq!(s.backoff, BackoffSpec::Fixed(Duration::from_secs(30)));
-        assert_eq!(s.unique_key.unwrap().format, "r:{}");
+        assert_eq!(s.unique_key.unwrap().escape, "");
         assert_eq!(s.timeout, Some(Duration::from_secs(5400)));
         assert_eq!(s.lease, Some(Duration::from_secs(120)));
         let cron = s.cron.unwrap();

@@ -10,7 +10,7 @@ use sqlx::{
 use tokio::sync::{mpsc, Notify};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
-use crate::{scheduler, shared::Shared, stats::Stats, Error, Runtime, RuntimeConfig};
+use crate::{preflight, scheduler, shared::Shared, stats::Stats, Error, Runtime, RuntimeConfig};
 
 /// Configures a [`Runtime`]; made by [`Runtime::builder`].
 ///
@@ -82,8 +82,10 @@ impl RuntimeBuilder {
     /// Checks the setup and starts claiming.
     ///
     /// Fails when two linked types declare one kind (naming both), when no type
-    /// implements `Perform`, when a queue name is malformed or has no slots, or
-    /// when the schema is not migrated.
+    /// implements `Perform`, when a queue name is malformed or has no slots, when a
+    /// setting cannot work, when the schema is not migrated, when the role lacks a
+    /// privilege the runtime uses (naming each), or when the server could never
+    /// give the runtime its connections. Warns about jobs no runtime would run.
     pub async fn start(self) -> Result<Runtime, Error> {
         let registry = Registry::collect()?;
         if self.queues.is_empty() {
@@ -104,9 +106,12 @@ impl RuntimeBuilder {
         if runnable.is_empty() {
             return Err(Error::NoHandlers);
         }
+        preflight::validate(&self.config, &self.queues)?;
         let served: Vec<String> = self.queues.iter().map(|(q, _)| q.clone()).collect();
         let cron_jobs = scheduler::cron_jobs(&served, &runnable)?;
         check_schema(&self.pool, self.config.db_timeout).await?;
+        preflight::check_privileges(&self.pool, self.config.db_timeout).await?;
+        preflight::warn_unrunnable(&registry, &served);
 
         let (completions, completed_rx) = mpsc::channel(self.config.max_complete_batch.max(1) * 4);
         let wakers: HashMap<String, Arc<Notify>> = self
@@ -115,14 +120,28 @@ impl RuntimeBuilder {
             .map(|(q, _)| (q.clone(), Arc::new(Notify::new())))
             .collect();
         let queues = self.queues.len() as u32;
-        let size = self.config.pool_size.unwrap_or(queues + 4);
-        let options = self.pool.connect_options().as_ref().clone();
+        let claim_conns = queues.min(preflight::MAX_CLAIM_CONNECTIONS);
+        let size = self.config.pool_size.unwrap_or(claim_conns + 4).max(2);
+        let needed = preflight::connections_needed(size, claim_conns);
+        preflight::check_connections(&self.pool, self.config.db_timeout, needed).await?;
+        // Every statement on the runtime's own connections resolves functions,
+        // operators and types in pg_catalog only (guarantee 10).
+        let options = self
+            .pool
+            .connect_options()
+            .as_ref()
+            .clone()
+            .options([("search_path", lq_core::db::SEARCH_PATH)]);
         let timeout = self.config.db_timeout;
-        let pool = runtime_pool(size.max(2), timeout, options.clone());
-        let hot_pool = runtime_pool(queues + 1, timeout, options.options(HOT_PATH_SETTINGS));
+        let pool = runtime_pool(size, timeout, options.clone());
+        let hot = options.options(HOT_PATH_SETTINGS);
+        let hot_pool = runtime_pool(claim_conns, timeout, hot.clone());
+        let completer_pool = runtime_pool(1, timeout, hot);
         let shared = Arc::new(Shared {
             pool,
             hot_pool,
+            keep_claim_conns: queues <= preflight::MAX_CLAIM_CONNECTIONS,
+            completer_pool,
             config: self.config,
             kinds: runnable.iter().map(|d| d.kind.to_owned()).collect(),
             lease_secs: runnable

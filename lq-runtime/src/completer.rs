@@ -2,10 +2,10 @@
 
 use std::sync::Arc;
 
-use lq_core::{chain, db};
+use lq_core::{chain, db, Error};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, warn};
+use tracing::{debug, error, warn};
 use uuid::Uuid;
 
 use crate::{hot_conn::HotConn, shared::retry_delay, shared::Shared, slots::Slot, stats::Stats};
@@ -33,7 +33,7 @@ pub(crate) async fn run(
     stop: CancellationToken,
 ) {
     let max = shared.config.max_complete_batch.max(1);
-    let mut conn = HotConn::new(shared.hot_pool.clone());
+    let mut conn = HotConn::new(shared.completer_pool.clone(), true);
     let mut batch = Vec::with_capacity(max);
     loop {
         let got = tokio::select! {
@@ -91,28 +91,33 @@ async fn gather_ready(
 async fn write(shared: &Shared, conn: &mut HotConn, batch: &[Completion]) {
     let ids: Vec<i64> = batch.iter().map(|c| c.id).collect();
     let tokens: Vec<Uuid> = batch.iter().map(|c| c.token).collect();
-    let mut failures = 0u32;
     let began = std::time::Instant::now();
-    let done = loop {
-        let r = db::timed("job_complete_many", shared.config.db_timeout, async {
-            let c = conn.get("job_complete_many").await?;
-            db::finish::job_complete_many(c, &ids, &tokens).await
-        })
-        .await;
-        match r {
-            Ok(done) => break done,
-            Err(e) => {
-                conn.discard();
-                failures += 1;
-                warn!(jobs = ids.len(), error = %chain(&e), "could not mark jobs succeeded; retrying");
-                if shared.hard_stop.is_cancelled() && failures >= 3 {
-                    // Leave them to lease expiry: they will run again (at-least-once).
-                    break Vec::new();
-                }
-                tokio::time::sleep(retry_delay(failures)).await;
+    let mut done = Vec::with_capacity(ids.len());
+    // A batch the database refuses is split in halves until the rows it refuses
+    // are alone, so one bad row never holds back the rows beside it.
+    let mut pending = vec![0..ids.len()];
+    while let Some(range) = pending.pop() {
+        let single = range.len() == 1;
+        match write_rows(
+            shared,
+            conn,
+            &ids[range.clone()],
+            &tokens[range.clone()],
+            false,
+        )
+        .await
+        {
+            Ok(rows) => done.extend(rows),
+            Err(Some(_)) if !single => {
+                let mid = range.start + range.len() / 2;
+                pending.push(mid..range.end);
+                pending.push(range.start..mid);
             }
+            Err(Some(e)) => done
+                .extend(write_alone(shared, conn, ids[range.start], tokens[range.start], &e).await),
+            Err(None) => {} // gave up at shutdown: left to lease expiry
         }
-    };
+    }
     let ms = began.elapsed().as_secs_f64() * 1e3;
     debug!(jobs = ids.len(), ms, "marked succeeded");
     Stats::add(&shared.stats.succeeded, done.len() as u64);
@@ -126,6 +131,85 @@ async fn write(shared: &Shared, conn: &mut HotConn, batch: &[Completion]) {
     }
     for id in ids {
         shared.inflight.remove(id);
+    }
+}
+
+/// One success the database refused on its own (`refused`): written again with a
+/// move to the history that overwrites a row of the same id, and if that is
+/// refused too, quarantined (ended `dead`, the reason stored) so its slot and
+/// lease are freed. Returns the id when the job ended `succeeded` or `cancelled`.
+async fn write_alone(
+    shared: &Shared,
+    conn: &mut HotConn,
+    id: i64,
+    token: Uuid,
+    refused: &Error,
+) -> Option<i64> {
+    warn!(id, error = %chain(refused), "success refused; writing it alone, over any history row with its id");
+    let e = match write_rows(shared, conn, &[id], &[token], true).await {
+        Ok(rows) => return rows.first().copied(),
+        Err(None) => return None,
+        Err(Some(e)) => e,
+    };
+    let reason = format!(
+        "quarantined: the handler succeeded but the success was refused ({})",
+        chain(&e)
+    );
+    let q = shared
+        .with_conn("job_quarantine", |mut c| {
+            let reason = &reason;
+            async move { db::finish::job_quarantine(&mut c, id, Some(token), reason).await }
+        })
+        .await;
+    match q {
+        Ok(true) => {
+            Stats::add(&shared.stats.quarantined, 1);
+            error!(id, error = %chain(&e), "job quarantined as dead: its success was refused");
+        }
+        Ok(false) => {}
+        Err(q) => {
+            error!(id, error = %chain(&q), "could not quarantine a job whose success was refused; it returns when its lease expires")
+        }
+    }
+    None
+}
+
+/// Writes the successes of `ids`, retrying failures of the connection or the
+/// server. `Err(Some(e))`: the database refused these rows (see
+/// [`db::is_data_rejection`]); `Err(None)`: gave up after shutdown.
+async fn write_rows(
+    shared: &Shared,
+    conn: &mut HotConn,
+    ids: &[i64],
+    tokens: &[Uuid],
+    replacing: bool,
+) -> Result<Vec<i64>, Option<Error>> {
+    let mut failures = 0u32;
+    loop {
+        let r = db::timed("job_complete_many", shared.config.db_timeout, async {
+            let c = conn.get("job_complete_many").await?;
+            if replacing {
+                db::finish::job_complete_many_replacing(c, ids, tokens).await
+            } else {
+                db::finish::job_complete_many(c, ids, tokens).await
+            }
+        })
+        .await;
+        let e = match r {
+            Ok(done) => return Ok(done),
+            Err(e) => e,
+        };
+        conn.discard();
+        if db::is_data_rejection(&e) {
+            return Err(Some(e));
+        }
+        failures += 1;
+        warn!(jobs = ids.len(), error = %chain(&e), "could not mark jobs succeeded; retrying");
+        if shared.hard_stop.is_cancelled() && failures >= 3 {
+            // Leave them to lease expiry: they will run again (at-least-once).
+            return Err(None);
+        }
+        tokio::time::sleep(retry_delay(failures)).await;
     }
 }
 

@@ -40,9 +40,11 @@ pub struct RuntimeConfig {
     pub unknown_kind_grace: Option<Duration>,
     /// Name recorded as the lease owner (default `host:pid:random`).
     pub owner: String,
-    /// Connections of the runtime's own pool (default `None`: one per queue plus
-    /// four), besides its hot-path connections (one per queue plus one, for claims
-    /// and completions). The runtime opens its own pools with the application
+    /// Connections of the runtime's own pool (default `None`: one per queue, at
+    /// most 16, plus four), besides its hot-path connections (one per queue, at
+    /// most 16, for claims; one for completions) and the heartbeat's one. With
+    /// more than 16 queues the claimers share their 16 connections. `start()`
+    /// fails when the server could never give the runtime all of them. The runtime opens its own pools with the application
     /// pool's connect options, so a starved application pool cannot stall claims,
     /// completions or leases, and it skips the per-acquire ping, which would
     /// double every round trip.

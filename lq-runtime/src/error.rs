@@ -19,6 +19,41 @@ pub enum Error {
     /// No linked job type implements `Perform`, so there is nothing to run.
     #[error("no job type implements Perform in this binary; if your jobs live in another crate, add `use that_crate as _;`")]
     NoHandlers,
+    /// A setting that cannot work (see its field's doc on [`crate::RuntimeConfig`]).
+    #[error("runtime setting {setting}: {reason}")]
+    InvalidSetting {
+        /// The setting.
+        setting: &'static str,
+        /// What it must be.
+        reason: &'static str,
+    },
+    /// A queue's concurrency is beyond what the runtime supports.
+    #[error("queue {queue:?} has concurrency {concurrency}, over the limit of {max}")]
+    ConcurrencyTooHigh {
+        /// The queue.
+        queue: String,
+        /// The concurrency asked for.
+        concurrency: usize,
+        /// The most allowed.
+        max: usize,
+    },
+    /// The runtime's role lacks privileges it needs; the README's "Roles" section
+    /// has the GRANT recipe.
+    #[error("role {role:?} lacks privileges the runtime needs: {}; grant them as the README's Roles section shows", .missing.join(", "))]
+    MissingPrivileges {
+        /// The role the runtime connects as.
+        role: String,
+        /// Each missing privilege, as `"UPDATE on lq.jobs"`.
+        missing: Vec<String>,
+    },
+    /// The server can never give the runtime the connections it opens.
+    #[error("the runtime opens {needed} connections but the server allows this role at most {limit}: raise max_connections, serve fewer queues, or set RuntimeConfig::pool_size lower")]
+    NotEnoughConnections {
+        /// Connections the runtime would open.
+        needed: u32,
+        /// The most the server would ever give it.
+        limit: u32,
+    },
     /// A background task panicked.
     #[error("runtime task {task} failed: {message}")]
     TaskFailed {

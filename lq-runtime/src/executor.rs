@@ -12,7 +12,7 @@ use lq_core::{
     chain, db, db::claim::ClaimedJob, Error, Failure, JobContext, JobDescriptor, JobState,
 };
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, warn, Instrument};
+use tracing::{debug, error, info, warn, Instrument};
 use uuid::Uuid;
 
 use crate::{
@@ -25,6 +25,9 @@ enum Outcome {
     Succeeded,
     Failed(Failure),
     Panicked(String),
+    /// A panic on the job's path outside its handler: decoding it, computing its
+    /// backoff, or in the runtime itself. The job ends `dead`.
+    PanickedOutside(String),
     TimedOut(Duration),
     Undecodable(String),
     /// The runtime stopped the handler at the end of the shutdown grace period.
@@ -32,10 +35,45 @@ enum Outcome {
 }
 
 /// Spawns the task that runs `job` while holding one of its queue's slots.
+///
+/// A panic anywhere on the job's path (not only in its handler, which is caught
+/// closer) ends here: the slot was freed as the panic unwound, and the job is
+/// ended `dead` with the panic's message, so no lease outlives its task.
 pub(crate) fn spawn(shared: Arc<Shared>, queue: String, job: ClaimedJob, slot: Slot) {
     let span = tracing::info_span!("job", id = job.id, kind = %job.kind, attempt = job.attempts);
     let tracker = shared.executors.clone();
-    tracker.spawn(run(shared, queue, job, slot).instrument(span));
+    let (id, token) = (job.id, job.lease_token);
+    let attempt = job.attempts;
+    let kind = job.kind.clone();
+    tracker.spawn(
+        async move {
+            let ran = AssertUnwindSafe(run(shared.clone(), queue, job, slot))
+                .catch_unwind()
+                .await;
+            if let Err(panic) = ran {
+                let msg = panic_message(panic.as_ref());
+                let job = Attempt {
+                    id,
+                    token,
+                    kind: &kind,
+                    attempt,
+                };
+                let outcome = Outcome::PanickedOutside(msg);
+                record(&shared, job, outcome, None).await;
+                shared.inflight.remove(id);
+            }
+        }
+        .instrument(span),
+    );
+}
+
+/// What the outcome writer needs to know about an attempt.
+#[derive(Clone, Copy)]
+struct Attempt<'a> {
+    id: i64,
+    token: Uuid,
+    kind: &'a str,
+    attempt: i32,
 }
 
 async fn run(shared: Arc<Shared>, queue: String, job: ClaimedJob, mut slot: Slot) {
@@ -112,7 +150,13 @@ async fn run(shared: Arc<Shared>, queue: String, job: ClaimedJob, mut slot: Slot
         }
         other => {
             let requeued_in = requeue_delay(desc, &job, &other);
-            record(&shared, &job, other, requeued_in).await;
+            let attempt = Attempt {
+                id: job.id,
+                token: job.lease_token,
+                kind: desc.kind,
+                attempt: job.attempts,
+            };
+            record(&shared, attempt, other, requeued_in).await;
             if let Some(delay) = requeued_in {
                 shared.wake_after(&queue, delay);
             }
@@ -136,12 +180,21 @@ async fn perform(
             desc.kind
         ));
     };
-    let fut = match handler(&job.payload, ctx) {
-        Ok(f) => f,
-        Err(e) => {
+    // A user's `Deserialize` may panic: that is bad input, not a crash.
+    let decoded = std::panic::catch_unwind(AssertUnwindSafe(|| handler(&job.payload, ctx)));
+    let fut = match decoded {
+        Ok(Ok(f)) => f,
+        Ok(Err(e)) => {
             return Outcome::Undecodable(format!(
                 "payload does not deserialise into {}: {e}",
                 desc.type_name
+            ))
+        }
+        Err(panic) => {
+            return Outcome::Undecodable(format!(
+                "decoding the payload into {} panicked: {}",
+                desc.type_name,
+                panic_message(panic.as_ref())
             ))
         }
     };
@@ -170,92 +223,40 @@ async fn perform(
     }
 }
 
-/// Writes a non-success outcome, retrying database errors until the write lands,
-/// the lease is lost, or the runtime gives up at shutdown.
+/// Tries of one outcome write before it is left to the lease's expiry (about 16 s
+/// of backoff in all).
+const OUTCOME_TRIES: u32 = 8;
+
+/// Writes a non-success outcome so that it lands, or the job is at least freed.
+///
+/// Failures of the connection or server are retried, boundedly. When the database
+/// refuses the write itself (see [`db::is_data_rejection`]), it is written again
+/// with a short fixed reason instead of the error text, and if that is refused
+/// too the job is quarantined (`dead`, the reason as its only error). After
+/// [`OUTCOME_TRIES`] the job is left to its lease's expiry: the caller stops
+/// renewing it and frees its slot, and the rescuer returns it to the queue.
 ///
 /// `retry_in` is the backoff for outcomes that retry (computed once by the caller,
 /// jitter included); `None` there means the attempts are spent and the job is dead.
-async fn record(shared: &Shared, job: &ClaimedJob, outcome: Outcome, retry_in: Option<Duration>) {
-    let (id, token) = (job.id, job.lease_token);
-    let retry_secs = Some(retry_in.unwrap_or_default().as_secs_f64());
+async fn record(shared: &Shared, job: Attempt<'_>, outcome: Outcome, retry_in: Option<Duration>) {
+    let Attempt { id, token, .. } = job;
     if let Outcome::Stopped = outcome {
         release(shared, id, token, &shared.stats.released).await;
         return;
     }
+    let mut write = Write::of(&outcome, retry_in);
     let mut failures = 0u32;
-    let outcome = &outcome;
     loop {
+        let w = &write;
         let result = shared
             .with_conn("job_finish", |mut conn| async move {
-                match outcome {
-                    Outcome::Failed(Failure::Retry(e)) => {
-                        db::finish::job_fail(&mut conn, id, token, &chain(e.as_ref()), retry_secs)
-                            .await
-                    }
-                    Outcome::Panicked(msg) => {
-                        db::finish::job_fail(
-                            &mut conn,
-                            id,
-                            token,
-                            &format!("panicked: {msg}"),
-                            retry_secs,
-                        )
-                        .await
-                    }
-                    Outcome::TimedOut(t) => {
-                        db::finish::job_fail(
-                            &mut conn,
-                            id,
-                            token,
-                            &format!("timed out after {t:?}"),
-                            retry_secs,
-                        )
-                        .await
-                    }
-                    Outcome::Failed(Failure::Permanent(e)) => {
-                        db::finish::job_fail(
-                            &mut conn,
-                            id,
-                            token,
-                            &format!("permanent: {}", chain(e.as_ref())),
-                            None,
-                        )
-                        .await
-                    }
-                    Outcome::Undecodable(msg) => {
-                        db::finish::job_fail(&mut conn, id, token, msg, None).await
-                    }
-                    Outcome::Failed(Failure::Snooze(d)) => {
-                        db::finish::job_snooze(&mut conn, id, token, d.as_secs_f64()).await
-                    }
-                    Outcome::Failed(Failure::Cancel(reason)) => {
-                        let ok = db::finish::job_cancel_own(
-                            &mut conn,
-                            id,
-                            token,
-                            &format!("cancelled: {reason}"),
-                        )
-                        .await?;
-                        Ok(ok.then_some(JobState::Cancelled))
-                    }
-                    Outcome::Failed(_) => {
-                        db::finish::job_fail(
-                            &mut conn,
-                            id,
-                            token,
-                            "unrecognised failure",
-                            Some(1.0),
-                        )
-                        .await
-                    }
-                    Outcome::Succeeded | Outcome::Stopped => Ok(None),
-                }
+                w.run(&mut conn, id, token).await
             })
             .await;
-        match result {
+        let e = match result {
             Ok(Some(state)) => {
-                count(shared, outcome, state);
-                debug!(%state, "attempt recorded");
+                count(shared, &outcome, state);
+                log_outcome(job, &outcome, &write, state, retry_in);
                 return;
             }
             Ok(None) => {
@@ -266,23 +267,174 @@ async fn record(shared: &Shared, job: &ClaimedJob, outcome: Outcome, retry_in: O
                 );
                 return;
             }
-            Err(e) => {
-                failures += 1;
-                warn!(id, error = %chain(&e), "could not record the outcome; retrying");
-                if give_up(shared, failures, &e).await {
-                    return;
-                }
+            Err(e) => e,
+        };
+        failures += 1;
+        if db::is_data_rejection(&e) {
+            if let Some(fixed) = write.with_fixed_reason(&e) {
+                warn!(id, error = %chain(&e), "the outcome's error text was refused; writing a short fixed reason instead");
+                write = fixed;
+                continue;
             }
+            quarantine(shared, id, token, &e).await;
+            return;
+        }
+        warn!(id, error = %chain(&e), "could not record the outcome; retrying");
+        if failures >= OUTCOME_TRIES || (shared.hard_stop.is_cancelled() && failures >= 3) {
+            error!(id, failures, error = %chain(&e), "gave up recording the outcome; the job returns to the queue when its lease expires");
+            return;
+        }
+        tokio::time::sleep(retry_delay(failures)).await;
+    }
+}
+
+/// The fenced write that records one outcome.
+enum Write {
+    /// Queued again after `retry_secs`, or `dead` when that is `None` or the
+    /// attempts are spent; `text` is stored as the attempt's error.
+    Fail {
+        text: String,
+        retry_secs: Option<f64>,
+    },
+    Snooze(f64),
+    Cancel(String),
+}
+
+impl Write {
+    fn of(outcome: &Outcome, retry_in: Option<Duration>) -> Self {
+        let retry = Some(retry_in.unwrap_or_default().as_secs_f64());
+        let fail = |text: String, retry_secs| Write::Fail { text, retry_secs };
+        match outcome {
+            Outcome::Failed(Failure::Retry(e)) => fail(chain(e.as_ref()), retry),
+            Outcome::Panicked(msg) => fail(format!("panicked: {msg}"), retry),
+            Outcome::TimedOut(t) => fail(format!("timed out after {t:?}"), retry),
+            Outcome::Failed(Failure::Permanent(e)) => {
+                fail(format!("permanent: {}", chain(e.as_ref())), None)
+            }
+            Outcome::Undecodable(msg) => fail(msg.clone(), None),
+            Outcome::PanickedOutside(msg) => fail(
+                format!("panicked outside its handler (decoding, backoff or runtime): {msg}"),
+                None,
+            ),
+            Outcome::Failed(Failure::Snooze(d)) => Write::Snooze(d.as_secs_f64()),
+            Outcome::Failed(Failure::Cancel(reason)) => {
+                Write::Cancel(format!("cancelled: {reason}"))
+            }
+            Outcome::Failed(_) => fail("unrecognised failure".to_owned(), Some(1.0)),
+            Outcome::Succeeded | Outcome::Stopped => fail("no failure".to_owned(), retry),
+        }
+    }
+
+    /// The same write with a short fixed reason in place of the error text that
+    /// `refused` says the database would not store; `None` when it has no text to
+    /// replace, or already is the fixed one.
+    fn with_fixed_reason(&self, refused: &Error) -> Option<Self> {
+        let code = db::sqlstate(refused).unwrap_or_else(|| "?".to_owned());
+        let fixed = format!("error text not stored: the database refused it (SQLSTATE {code})");
+        match self {
+            Write::Fail { text, retry_secs } if *text != fixed => Some(Write::Fail {
+                text: fixed,
+                retry_secs: *retry_secs,
+            }),
+            Write::Cancel(text) if *text != fixed => Some(Write::Cancel(fixed)),
+            _ => None,
+        }
+    }
+
+    async fn run(
+        &self,
+        conn: &mut sqlx::PgConnection,
+        id: i64,
+        token: Uuid,
+    ) -> Result<Option<JobState>, Error> {
+        match self {
+            Write::Fail { text, retry_secs } => {
+                db::finish::job_fail(conn, id, token, text, *retry_secs).await
+            }
+            Write::Snooze(secs) => db::finish::job_snooze(conn, id, token, *secs).await,
+            Write::Cancel(reason) => {
+                let ok = db::finish::job_cancel_own(conn, id, token, reason).await?;
+                Ok(ok.then_some(JobState::Cancelled))
+            }
+        }
+    }
+
+    /// The stored error text, as stored.
+    fn text(&self) -> Option<std::borrow::Cow<'_, str>> {
+        match self {
+            Write::Fail { text, .. } | Write::Cancel(text) => Some(lq_core::storable_error(text)),
+            Write::Snooze(_) => None,
+        }
+    }
+}
+
+/// Ends a job whose every outcome write was refused `dead`, with the refusal as
+/// its only error, so its slot and lease are freed.
+async fn quarantine(shared: &Shared, id: i64, token: Uuid, refused: &Error) {
+    let reason = format!(
+        "quarantined: its outcome was refused by the database ({}); earlier errors dropped",
+        chain(refused)
+    );
+    let r = shared
+        .with_conn("job_quarantine", |mut conn| {
+            let reason = &reason;
+            async move { db::finish::job_quarantine(&mut conn, id, Some(token), reason).await }
+        })
+        .await;
+    match r {
+        Ok(true) => {
+            Stats::add(&shared.stats.quarantined, 1);
+            error!(id, error = %chain(refused), "job quarantined as dead: its outcome was refused");
+        }
+        Ok(false) => Stats::add(&shared.stats.lease_lost, 1),
+        Err(e) => {
+            error!(id, error = %chain(&e), "could not quarantine the job; it returns to the queue when its lease expires")
+        }
+    }
+}
+
+/// Logs a recorded outcome where an operator looks: a failed attempt at warn, a
+/// dead job at error, each with its kind, id, attempt and (capped) error.
+fn log_outcome(
+    job: Attempt<'_>,
+    outcome: &Outcome,
+    write: &Write,
+    state: JobState,
+    retry_in: Option<Duration>,
+) {
+    let Attempt {
+        id, kind, attempt, ..
+    } = job;
+    let error = write.text().unwrap_or_default();
+    match (state, outcome) {
+        (JobState::Dead, _) => error!(id, kind, attempt, %error, "job is dead"),
+        (JobState::Cancelled, _) => info!(id, kind, attempt, %error, "job cancelled"),
+        (_, Outcome::Failed(Failure::Snooze(d))) => {
+            debug!(id, kind, attempt, snooze = ?d, "job snoozed")
+        }
+        _ => {
+            warn!(id, kind, attempt, %error, retry_in = ?retry_in.unwrap_or_default(), "attempt failed; job queued for retry")
         }
     }
 }
 
 /// How soon a failed attempt's job is due again (its backoff, or its snooze).
+/// A backoff that panics (a user's `fn`) is replaced by the default one.
 fn requeue_delay(desc: &JobDescriptor, job: &ClaimedJob, outcome: &Outcome) -> Option<Duration> {
     match outcome {
         Outcome::Failed(Failure::Snooze(d)) => Some(*d),
         Outcome::Failed(Failure::Retry(_)) | Outcome::Panicked(_) | Outcome::TimedOut(_) => {
-            Some(desc.options.backoff.delay(job.attempts.max(1) as u32))
+            let attempt = job.attempts.max(1) as u32;
+            let delay = std::panic::catch_unwind(|| desc.options.backoff.delay(attempt));
+            Some(delay.unwrap_or_else(|panic| {
+                error!(
+                    id = job.id,
+                    kind = desc.kind,
+                    panic = panic_message(panic.as_ref()),
+                    "the job's backoff panicked; using the default backoff"
+                );
+                lq_core::Backoff::default().delay(attempt)
+            }))
         }
         _ => None,
     }
@@ -319,13 +471,6 @@ async fn release(shared: &Shared, id: i64, token: Uuid, counter: &AtomicU64) {
 
 /// Waits before the next write attempt; true when it is time to stop trying
 /// (after shutdown, a failing database is left to the lease expiry).
-async fn give_up(shared: &Shared, failures: u32, _e: &Error) -> bool {
-    if shared.hard_stop.is_cancelled() && failures >= 3 {
-        return true;
-    }
-    tokio::time::sleep(retry_delay(failures)).await;
-    false
-}
 
 fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
     if let Some(s) = panic.downcast_ref::<&str>() {

@@ -14,12 +14,27 @@ use sqlx::{pool::PoolConnection, PgConnection, PgPool, Postgres};
 pub(crate) struct HotConn {
     pool: PgPool,
     conn: Option<PoolConnection<Postgres>>,
+    /// Keep the connection between calls; when false (more claimers than the
+    /// pool has connections) it goes back to the pool after each call.
+    keep: bool,
 }
 
 impl HotConn {
     /// No connection is taken until the first call.
-    pub fn new(pool: PgPool) -> Self {
-        Self { pool, conn: None }
+    pub fn new(pool: PgPool, keep: bool) -> Self {
+        Self {
+            pool,
+            conn: None,
+            keep,
+        }
+    }
+
+    /// Ends a successful call: the connection is kept, or handed back to a pool
+    /// that more tasks share than it has connections.
+    pub fn done(&mut self) {
+        if !self.keep {
+            self.conn = None;
+        }
     }
 
     /// The kept connection, taken from the pool first if there is none. Call it

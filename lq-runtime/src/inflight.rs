@@ -42,6 +42,11 @@ impl Inflight {
         }
     }
 
+    /// The lease token this runtime holds for job `id`, if any.
+    pub fn token(&self, id: i64) -> Option<Uuid> {
+        self.lock().get(&id).map(|h| h.token)
+    }
+
     /// Fires the signal of `id` only if it still holds the lease `token`.
     pub fn cancel_if_held(&self, id: i64, token: Uuid) {
         if let Some(h) = self.lock().get(&id) {

@@ -44,7 +44,31 @@ enum Exit {
     Idle,
 }
 
-async fn listen(shared: &Shared, failures: &mut u32) -> Result<Exit, sqlx::Error> {
+/// Signals job `id`'s handler once its row shows the cancellation: any role that
+/// can connect may send a NOTIFY, so the notification alone proves nothing.
+async fn confirm_cancel(shared: Arc<Shared>, id: i64, token: uuid::Uuid) {
+    let confirmed = shared
+        .with_conn("job_cancel_requested", |mut conn| async move {
+            lq_core::db::lease::job_cancel_requested(&mut conn, id, token).await
+        })
+        .await;
+    match confirmed {
+        Ok(true) => {
+            shared.inflight.cancel_if_held(id, token);
+            debug!(id, "cancel requested: signalled the running handler");
+        }
+        Ok(false) => warn!(
+            id,
+            "ignored a cancel notification the job's row does not confirm"
+        ),
+        // The heartbeat reads the same flag at its next beat.
+        Err(e) => {
+            debug!(id, error = %lq_core::chain(&e), "could not confirm a cancel notification")
+        }
+    }
+}
+
+async fn listen(shared: &Arc<Shared>, failures: &mut u32) -> Result<Exit, sqlx::Error> {
     let timeout = shared.config.db_timeout;
     let mut listener = match tokio::time::timeout(timeout, connect(shared)).await {
         Ok(l) => l?,
@@ -73,8 +97,8 @@ async fn listen(shared: &Shared, failures: &mut u32) -> Result<Exit, sqlx::Error
             }
             CANCEL_CHANNEL => {
                 if let Ok(id) = n.payload().parse::<i64>() {
-                    if shared.inflight.cancel(id) {
-                        debug!(id, "cancel requested: signalled the running handler");
+                    if let Some(token) = shared.inflight.token(id) {
+                        tokio::spawn(confirm_cancel(shared.clone(), id, token));
                     }
                 }
             }

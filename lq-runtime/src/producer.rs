@@ -16,7 +16,7 @@ use crate::{
 /// jobs run and are leased at once; each claim asks for at most the idle handlers
 /// plus the claim-ahead allowance, and never more than the free leases.
 pub(crate) async fn run(shared: Arc<Shared>, queue: String, slots: Slots, wake: Arc<Notify>) {
-    let mut conn = HotConn::new(shared.hot_pool.clone());
+    let mut conn = HotConn::new(shared.hot_pool.clone(), shared.keep_claim_conns);
     let mut ahead = ClaimAhead::new(slots.concurrency(), slots.most_ahead());
     let mut failures = 0u32;
     loop {
@@ -50,6 +50,7 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: String, slots: Slots, wake: 
         .await;
         let jobs = match claimed {
             Ok(jobs) => {
+                conn.done();
                 failures = 0;
                 jobs
             }

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use lq_core::{chain, db};
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 use crate::shared::Shared;
 
@@ -21,7 +21,7 @@ pub(crate) async fn run(shared: Arc<Shared>) {
         loop {
             let r = shared
                 .with_conn("job_rescue_expired", |mut conn| async move {
-                    db::lease::job_rescue_expired(&mut conn, RESCUE_BATCH).await
+                    db::lease::job_rescue_expired(&mut conn, RESCUE_BATCH, None).await
                 })
                 .await;
             match r {
@@ -36,6 +36,11 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                         break;
                     }
                 }
+                Err(e) if db::is_data_rejection(&e) => {
+                    warn!(error = %chain(&e), "batch rescue refused; rescuing one job at a time");
+                    one_by_one(&shared).await;
+                    break;
+                }
                 Err(e) => {
                     warn!(error = %chain(&e), "rescue failed; will retry");
                     break;
@@ -43,4 +48,49 @@ pub(crate) async fn run(shared: Arc<Shared>) {
             }
         }
     }
+}
+
+/// Rescues expired jobs one at a time, so a row the database refuses (its
+/// history too large, its id taken in the history) cannot strand the others; a
+/// row refused on its own is quarantined: ended `dead` with the reason as its
+/// only error.
+async fn one_by_one(shared: &Shared) {
+    let ids = shared
+        .with_conn("job_expired_ids", |mut conn| async move {
+            db::lease::job_expired_ids(&mut conn, RESCUE_BATCH).await
+        })
+        .await
+        .unwrap_or_default();
+    for id in ids {
+        let r = shared
+            .with_conn("job_rescue_expired", |mut conn| async move {
+                db::lease::job_rescue_expired(&mut conn, 1, Some(id)).await
+            })
+            .await;
+        let Err(e) = r else { continue };
+        if !db::is_data_rejection(&e) {
+            warn!(id, error = %chain(&e), "rescue failed; will retry");
+            continue;
+        }
+        let reason = format!(
+            "quarantined: its lease expired and the rescue was refused ({}); earlier errors dropped",
+            chain(&e)
+        );
+        let q = shared
+            .with_conn("job_quarantine", |mut conn| {
+                let reason = &reason;
+                async move { db::finish::job_quarantine(&mut conn, id, None, reason).await }
+            })
+            .await;
+        match q {
+            Ok(true) => {
+                error!(id, error = %chain(&e), "job quarantined as dead: its rescue was refused")
+            }
+            Ok(false) => {}
+            Err(q) => {
+                error!(id, error = %chain(&q), "could not quarantine a job whose rescue was refused")
+            }
+        }
+    }
+    shared.wake_all();
 }

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use tokio::{sync::mpsc, task::JoinHandle};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
-use tracing::info;
+use tracing::{info, warn};
 
 use crate::{
     claim_ahead, completer, heartbeat, listener, producer, pruner, rescuer, scheduler,
@@ -103,17 +103,21 @@ impl Runtime {
     /// Graceful stop: claim nothing more, let running jobs finish within the grace
     /// period, then stop the rest and hand them back to the queue at once without
     /// spending their attempt; write every pending outcome; return.
+    ///
+    /// Returns within `shutdown_grace` plus one `db_timeout`, whatever the database
+    /// does: writes still pending then are abandoned, and their jobs return to the
+    /// queue when their leases expire (at-least-once holds).
     pub async fn shutdown(mut self) -> Result<(), Error> {
         let shared = self.shared.clone();
         info!(
             running = shared.inflight.len(),
             "litequeue runtime shutting down"
         );
+        let deadline = tokio::time::Instant::now() + shared.config.shutdown_grace;
         shared.stopping.cancel();
-        self.services.wait().await;
+        let _ = tokio::time::timeout_at(deadline, self.services.wait()).await;
         shared.executors.close();
-        let grace = shared.config.shutdown_grace;
-        if tokio::time::timeout(grace, shared.executors.wait())
+        if tokio::time::timeout_at(deadline, shared.executors.wait())
             .await
             .is_err()
         {
@@ -122,17 +126,38 @@ impl Runtime {
                 "grace period over: handing unfinished jobs back"
             );
             shared.hard_stop.cancel();
-            shared.executors.wait().await;
         }
-        self.completer_stop.cancel();
-        join("completer", self.completer.take()).await?;
-        self.heartbeat_stop.cancel();
-        join("heartbeat", self.heartbeat.take()).await?;
-        let _ = tokio::time::timeout(shared.config.db_timeout, async {
-            tokio::join!(shared.pool.close(), shared.hot_pool.close())
-        })
-        .await;
+        let (completer, heartbeat) = (self.completer.take(), self.heartbeat.take());
+        let (completer_stop, heartbeat_stop) =
+            (self.completer_stop.clone(), self.heartbeat_stop.clone());
+        let aborts = [&completer, &heartbeat].map(|h| h.as_ref().map(|h| h.abort_handle()));
+        let finish = async {
+            shared.executors.wait().await;
+            completer_stop.cancel();
+            join("completer", completer).await?;
+            heartbeat_stop.cancel();
+            join("heartbeat", heartbeat).await?;
+            tokio::join!(
+                shared.pool.close(),
+                shared.hot_pool.close(),
+                shared.completer_pool.close()
+            );
+            Ok::<_, Error>(())
+        };
+        let finished = tokio::time::timeout(shared.config.db_timeout, finish).await;
         shared.hard_stop.cancel();
+        match finished {
+            Ok(r) => r?,
+            Err(_) => {
+                for abort in aborts.into_iter().flatten() {
+                    abort.abort();
+                }
+                warn!(
+                    running = shared.inflight.len(),
+                    "shutdown gave up on pending database writes; their jobs return to the queue when their leases expire"
+                );
+            }
+        }
         info!("litequeue runtime stopped");
         Ok(())
     }

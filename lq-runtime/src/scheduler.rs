@@ -84,6 +84,9 @@ pub(crate) async fn run(shared: Arc<Shared>, jobs: Vec<CronJob>) {
             match pass(&shared, job).await {
                 Ok(rep) if rep.busy => wait = wait.min(BUSY_WAIT),
                 Ok(rep) => {
+                    if let Some(stored) = rep.rewound_from {
+                        warn!(kind = job.desc.kind, %stored, "cron schedule's last tick lay in the future; moved it back to now");
+                    }
                     if rep.missed > 0 {
                         info!(kind = job.desc.kind, missed = rep.missed, policy = ?job.catch_up, "cron ticks missed while no runtime ran");
                     }

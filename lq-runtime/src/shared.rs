@@ -16,6 +16,12 @@ pub(crate) struct Shared {
     /// (see `lq_core::db::claim::job_claim`). Each claimer and the completer keeps
     /// one of them ([`crate::hot_conn::HotConn`]).
     pub hot_pool: PgPool,
+    /// Whether each claimer keeps a connection of `hot_pool` (one per queue, up
+    /// to [`crate::preflight::MAX_CLAIM_CONNECTIONS`] queues) or borrows one per claim.
+    pub keep_claim_conns: bool,
+    /// The completer's own hot-path connection, never shared, so no number of
+    /// queues can starve the writing of successes.
+    pub completer_pool: PgPool,
     pub config: RuntimeConfig,
     pub registry: Registry,
     pub state: AppState,

@@ -14,6 +14,7 @@ pub struct Stats {
     pub(crate) cancelled: AtomicU64,
     pub(crate) released: AtomicU64,
     pub(crate) lease_lost: AtomicU64,
+    pub(crate) quarantined: AtomicU64,
 }
 
 /// The runtime's job counters at one moment, from [`Runtime::stats`](crate::Runtime::stats).
@@ -39,6 +40,10 @@ pub struct StatsSnapshot {
     pub released: u64,
     /// Writes refused because the lease was lost.
     pub lease_lost: u64,
+    /// Jobs whose outcome the database refused to store, even alone and with a
+    /// short fixed reason, and which were ended `dead` with only that reason (or
+    /// left to their lease's expiry when even that was refused).
+    pub quarantined: u64,
 }
 
 impl Stats {
@@ -58,6 +63,7 @@ impl Stats {
             cancelled: self.cancelled.load(Relaxed),
             released: self.released.load(Relaxed),
             lease_lost: self.lease_lost.load(Relaxed),
+            quarantined: self.quarantined.load(Relaxed),
         }
     }
 }

@@ -90,6 +90,13 @@ async fn tend(shared: &Shared, table: JobTable, warned: &mut bool) {
         }
     };
     let need = decide(&stats);
+    if stats.autovacuum_off && !stats.may_vacuum && !*warned {
+        *warned = true;
+        warn!(
+            table = table.name(),
+            "autovacuum is off for this table and this runtime's role does not own it, so nothing vacuums it and claims will slow down: turn autovacuum on, or run one runtime as the owner"
+        );
+    }
     if !(need.vacuum || need.analyze) {
         return;
     }

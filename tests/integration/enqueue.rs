@@ -47,7 +47,7 @@ async fn row_carries_type_settings_and_payload() {
     assert_eq!(row.priority, 0);
     assert_eq!(row.max_attempts, 20);
     assert_eq!(row.attempts, 0);
-    assert_eq!(row.payload, serde_json::json!({ "n": 42 }));
+    assert_eq!(row.payload_value().unwrap(), serde_json::json!({ "n": 42 }));
 }
 
 #[tokio::test]

@@ -190,7 +190,7 @@ async fn a_bad_payload_ends_dead_with_its_reason_while_other_jobs_flow() {
     assert_eq!(row.state, lq_runtime::JobState::Dead);
     assert_eq!(row.attempts, 1, "no retry can fix a payload");
     assert_eq!(
-        row.payload,
+        row.payload_value().unwrap(),
         serde_json::json!({ "n": "not a number" }),
         "payload kept unchanged"
     );
@@ -228,7 +228,7 @@ async fn a_job_of_an_unknown_kind_is_left_alone_then_buried_with_its_reason() {
         (lq_runtime::JobState::Dead, 0),
         "never claimed"
     );
-    assert_eq!(row.payload, serde_json::json!({ "a": 1 }));
+    assert_eq!(row.payload_value().unwrap(), serde_json::json!({ "a": 1 }));
     assert!(errors_of(&db, ghost).await[0].starts_with("unknown kind test.ghost"));
 }
 

@@ -149,7 +149,9 @@ async fn a_stale_lease_token_changes_nothing() {
         .await
         .unwrap();
     assert_eq!(
-        db::lease::job_rescue_expired(&mut conn, 10).await.unwrap(),
+        db::lease::job_rescue_expired(&mut conn, 10, None)
+            .await
+            .unwrap(),
         vec![id]
     );
     let second = db::claim::job_claim(&mut conn, "default", &kinds, &[30.0], 1, "b")
@@ -232,7 +234,9 @@ async fn a_job_that_keeps_killing_its_worker_goes_dead_after_max_attempts() {
         .execute(&mut *conn)
         .await
         .unwrap();
-        db::lease::job_rescue_expired(&mut conn, 10).await.unwrap();
+        db::lease::job_rescue_expired(&mut conn, 10, None)
+            .await
+            .unwrap();
     }
     let row = lq_runtime::control::get(&db.pool, id).await.unwrap();
     assert_eq!((row.state, row.attempts), (lq_runtime::JobState::Dead, 2));
@@ -304,7 +308,9 @@ async fn a_rescued_job_keeps_its_place_in_the_queue() {
         .execute(&mut *conn)
         .await
         .unwrap();
-    db::lease::job_rescue_expired(&mut conn, 10).await.unwrap();
+    db::lease::job_rescue_expired(&mut conn, 10, None)
+        .await
+        .unwrap();
     let next = db::claim::job_claim(&mut conn, "default", &kinds, &[30.0], 1, "next")
         .await
         .unwrap();

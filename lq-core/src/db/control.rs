@@ -7,7 +7,7 @@ use super::err;
 use crate::{Error, JobState};
 
 /// A job row as control calls show it.
-#[derive(Debug, Clone, sqlx::FromRow)]
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct JobRow {
     /// Job id.
@@ -18,8 +18,10 @@ pub struct JobRow {
     pub queue: String,
     /// Priority.
     pub priority: i16,
-    /// Payload, unchanged since enqueue.
-    pub payload: serde_json::Value,
+    /// Payload, unchanged since enqueue, as JSON text: any payload PostgreSQL
+    /// stores can be shown, however deeply nested (a decoded `Value` has a depth
+    /// limit). [`JobRow::payload_value`] and [`JobRow::payload_as`] decode it.
+    pub payload: Box<serde_json::value::RawValue>,
     /// State.
     pub state: JobState,
     /// Earliest next run.
@@ -47,8 +49,56 @@ pub struct JobRow {
     pub cancel_requested_at: Option<DateTime<Utc>>,
 }
 
-const COLUMNS: &str = "id, kind, queue, priority, payload, state, run_at, attempts, max_attempts, unique_key,
-     lease_owner, lease_expires_at, errors, created_at, started_at, finished_at, cancel_requested_at";
+impl JobRow {
+    /// The payload as a JSON value; fails for one nested deeper than serde_json's
+    /// limit of 128 levels.
+    pub fn payload_value(&self) -> Result<serde_json::Value, serde_json::Error> {
+        serde_json::from_str(self.payload.get())
+    }
+
+    /// The payload decoded into `T`, usually the job's own type.
+    pub fn payload_as<T: serde::de::DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
+        serde_json::from_str(self.payload.get())
+    }
+}
+
+impl<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow> for JobRow {
+    fn from_row(row: &'r sqlx::postgres::PgRow) -> Result<Self, sqlx::Error> {
+        use sqlx::Row;
+        let text: String = row.try_get("payload")?;
+        // Validation of raw JSON text keeps no stack per level, so any depth passes.
+        let payload = serde_json::value::RawValue::from_string(text).map_err(|e| {
+            sqlx::Error::ColumnDecode {
+                index: "payload".to_owned(),
+                source: Box::new(e),
+            }
+        })?;
+        Ok(Self {
+            id: row.try_get("id")?,
+            kind: row.try_get("kind")?,
+            queue: row.try_get("queue")?,
+            priority: row.try_get("priority")?,
+            payload,
+            state: row.try_get("state")?,
+            run_at: row.try_get("run_at")?,
+            attempts: row.try_get("attempts")?,
+            max_attempts: row.try_get("max_attempts")?,
+            unique_key: row.try_get("unique_key")?,
+            lease_owner: row.try_get("lease_owner")?,
+            lease_expires_at: row.try_get("lease_expires_at")?,
+            errors: row.try_get("errors")?,
+            created_at: row.try_get("created_at")?,
+            started_at: row.try_get("started_at")?,
+            finished_at: row.try_get("finished_at")?,
+            cancel_requested_at: row.try_get("cancel_requested_at")?,
+        })
+    }
+}
+
+const COLUMNS: &str =
+    "id, kind, queue, priority, payload::text as payload, state, run_at, attempts,
+     max_attempts, unique_key, lease_owner, lease_expires_at, errors, created_at, started_at,
+     finished_at, cancel_requested_at";
 
 /// One job by id.
 pub async fn job_get(conn: &mut PgConnection, id: i64) -> Result<Option<JobRow>, Error> {
@@ -128,7 +178,8 @@ pub async fn job_retry_now(conn: &mut PgConnection, id: i64) -> Result<Option<Jo
                  max_attempts, unique_key, errors, created_at, started_at)
              overriding system value
              select id, kind, queue, priority, payload, 'queued', now(), 0,
-                 max_attempts, unique_key, errors, created_at, started_at
+                 max_attempts, unique_key, jsonb_path_query_array(errors, '$[last - 19 to last]'),
+                 created_at, started_at
              from old
              returning id
          )

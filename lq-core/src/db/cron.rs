@@ -105,3 +105,21 @@ pub async fn cron_ticks_prune(conn: &mut PgConnection, keep_secs: f64) -> Result
     .map_err(err("cron_ticks_prune"))?;
     Ok(r.rows_affected())
 }
+
+/// Moves a schedule whose last tick lies in the future back to `tick` (at or
+/// before `now`). Ticks already fired stay recorded, so none fires twice.
+pub async fn cron_schedule_rewind(
+    conn: &mut PgConnection,
+    kind: &str,
+    tick: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> Result<(), Error> {
+    sqlx::query("update lq.cron_schedules set last_tick = $2, checked_at = $3 where kind = $1 and last_tick > $3")
+        .bind(kind)
+        .bind(tick)
+        .bind(now)
+        .execute(&mut *conn)
+        .await
+        .map_err(err("cron_schedule_rewind"))?;
+    Ok(())
+}

@@ -54,15 +54,18 @@ pub async fn job_insert(
         .map_err(err("job_insert"))
 }
 
-/// The live job holding `unique_key`, if any.
+/// The live job of `kind` holding `unique_key`, if any.
 pub async fn job_find_live_by_key(
     conn: &mut PgConnection,
+    kind: &str,
     unique_key: &str,
 ) -> Result<Option<i64>, Error> {
     sqlx::query_scalar(
         "select id from lq.jobs
-         where unique_key = $1 and unique_key is not null and state in ('queued', 'running')",
+         where kind operator(pg_catalog.=) $1 and unique_key operator(pg_catalog.=) $2
+           and unique_key is not null",
     )
+    .bind(kind)
     .bind(unique_key)
     .fetch_optional(&mut *conn)
     .await
@@ -108,32 +111,41 @@ pub async fn job_insert_many(
     Ok(ids)
 }
 
+// The statements below run on the application's connection, inside its
+// transaction, under whatever `search_path` it has: every function, operator and
+// type in them is qualified with `pg_catalog`, so no other role's object can be
+// picked instead (see `db::SEARCH_PATH` for the other statements).
+
 /// `$1`–`$8` as bound by [`job_insert_many`]; the unique variant adds the keys as `$9`.
 /// Every row gets the same `run_at`, so whether the batch is due is decided once
 /// (`now()` is fixed for the transaction), not per row.
 const INSERT_MANY: &str = "with ins as (
          insert into lq.jobs (kind, queue, priority, payload, run_at, max_attempts)
-         select $1, $2, $3, p::jsonb, coalesce($4, now() + make_interval(secs => $5)), $6
-         from unnest($7::text[]) as p
+         select $1, $2, $3, p::pg_catalog.jsonb,
+             coalesce($4, pg_catalog.now() operator(pg_catalog.+) pg_catalog.make_interval(secs => $5)), $6
+         from pg_catalog.unnest($7::pg_catalog.text[]) as p
          returning id
      )
-     select coalesce(array_agg(id), '{}') from ins
-     having case when $8 and count(*) > 0
-                      and coalesce($4, now() + make_interval(secs => $5)) <= now()
-                 then (select true from pg_notify('lq_jobs', $2)) else true end";
+     select coalesce(pg_catalog.array_agg(id), '{}') from ins
+     having case when $8 and pg_catalog.count(*) operator(pg_catalog.>) 0
+                      and coalesce($4, pg_catalog.now() operator(pg_catalog.+) pg_catalog.make_interval(secs => $5))
+                          operator(pg_catalog.<=) pg_catalog.now()
+                 then (select true from pg_catalog.pg_notify('lq_jobs', $2)) else true end";
 
 const INSERT_MANY_UNIQUE: &str = "with ins as (
          insert into lq.jobs (kind, queue, priority, payload, run_at, max_attempts, unique_key)
-         select $1, $2, $3, u.p::jsonb, coalesce($4, now() + make_interval(secs => $5)), $6, u.k
-         from unnest($7::text[], $9::text[]) as u(p, k)
-         on conflict (unique_key) where unique_key is not null and state in ('queued', 'running')
+         select $1, $2, $3, u.p::pg_catalog.jsonb,
+             coalesce($4, pg_catalog.now() operator(pg_catalog.+) pg_catalog.make_interval(secs => $5)), $6, u.k
+         from rows from (pg_catalog.unnest($7::pg_catalog.text[]), pg_catalog.unnest($9::pg_catalog.text[])) as u(p, k)
+         on conflict (kind, unique_key) where unique_key is not null
          do nothing
          returning id
      )
-     select coalesce(array_agg(id), '{}') from ins
-     having case when $8 and count(*) > 0
-                      and coalesce($4, now() + make_interval(secs => $5)) <= now()
-                 then (select true from pg_notify('lq_jobs', $2)) else true end";
+     select coalesce(pg_catalog.array_agg(id), '{}') from ins
+     having case when $8 and pg_catalog.count(*) operator(pg_catalog.>) 0
+                      and coalesce($4, pg_catalog.now() operator(pg_catalog.+) pg_catalog.make_interval(secs => $5))
+                          operator(pg_catalog.<=) pg_catalog.now()
+                 then (select true from pg_catalog.pg_notify('lq_jobs', $2)) else true end";
 
 /// Sends the wake-up NOTIFY for each of `queues` in one short transaction of its
 /// own (autocommit: never call it inside a transaction that writes data).
@@ -156,24 +168,26 @@ pub async fn queues_notify<'c>(
 }
 
 /// `set_config(…, true)` lasts until this statement's own commit.
-const QUEUES_NOTIFY: &str = "select pg_notify('lq_jobs', q)
-     from (select set_config('synchronous_commit', 'off', true)) as async_commit,
-          unnest($1::text[]) as q";
+const QUEUES_NOTIFY: &str = "select pg_catalog.pg_notify('lq_jobs', q)
+     from (select pg_catalog.set_config('synchronous_commit', 'off', true)) as async_commit,
+          pg_catalog.unnest($1::pg_catalog.text[]) as q";
 
 const INSERT_ONE: &str = "with ins as (
          insert into lq.jobs (kind, queue, priority, payload, run_at, max_attempts, unique_key)
-         values ($1, $2, $3, $4::jsonb, coalesce($5, now() + make_interval(secs => $6)), $7, $8)
-         returning id, run_at <= now() as ready
+         values ($1, $2, $3, $4::pg_catalog.jsonb,
+             coalesce($5, pg_catalog.now() operator(pg_catalog.+) pg_catalog.make_interval(secs => $6)), $7, $8)
+         returning id, run_at operator(pg_catalog.<=) pg_catalog.now() as ready
      )
      select id from ins
-     where case when ready and $9 then (select true from pg_notify('lq_jobs', $2)) else true end";
+     where case when ready and $9 then (select true from pg_catalog.pg_notify('lq_jobs', $2)) else true end";
 
 const INSERT_ONE_UNIQUE: &str = "with ins as (
          insert into lq.jobs (kind, queue, priority, payload, run_at, max_attempts, unique_key)
-         values ($1, $2, $3, $4::jsonb, coalesce($5, now() + make_interval(secs => $6)), $7, $8)
-         on conflict (unique_key) where unique_key is not null and state in ('queued', 'running')
+         values ($1, $2, $3, $4::pg_catalog.jsonb,
+             coalesce($5, pg_catalog.now() operator(pg_catalog.+) pg_catalog.make_interval(secs => $6)), $7, $8)
+         on conflict (kind, unique_key) where unique_key is not null
          do nothing
-         returning id, run_at <= now() as ready
+         returning id, run_at operator(pg_catalog.<=) pg_catalog.now() as ready
      )
      select id from ins
-     where case when ready and $9 then (select true from pg_notify('lq_jobs', $2)) else true end";
+     where case when ready and $9 then (select true from pg_catalog.pg_notify('lq_jobs', $2)) else true end";

@@ -11,7 +11,37 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::err;
-use crate::{Error, JobState};
+use crate::{storable_error, Error, JobState};
+
+/// The success statement's first step: the fenced delete, and each job's final
+/// state (`cancelled` when a cancel was requested meanwhile).
+macro_rules! complete_moved {
+    () => {
+        "with moved as (
+             delete from lq.jobs j
+             where j.id = any($1::bigint[]) and j.lease_token = any($2::uuid[])
+             returning j.*,
+                 case when j.cancel_requested_at is not null then 'cancelled' else 'succeeded' end::lq.job_state
+                     as final_state,
+                 j.errors as final_errors
+         ),
+         "
+    };
+}
+
+const COMPLETE_MANY: &str = concat!(
+    complete_moved!(),
+    archive_moved_fast!(),
+    ")
+     select id from archived"
+);
+
+const COMPLETE_MANY_REPLACING: &str = concat!(
+    complete_moved!(),
+    archive_moved!(),
+    "
+     select id from archived"
+);
 
 /// Marks many jobs succeeded in one statement; returns the ids whose lease still held.
 ///
@@ -31,25 +61,63 @@ pub async fn job_complete_many(
     ids: &[i64],
     tokens: &[Uuid],
 ) -> Result<Vec<i64>, Error> {
-    sqlx::query_scalar(concat!(
+    sqlx::query_scalar(COMPLETE_MANY)
+        .bind(ids)
+        .bind(tokens)
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(err("job_complete_many"))
+}
+
+/// [`job_complete_many`] whose move to the history overwrites a row already there
+/// with the same id (see `archive_moved!`): the fallback after the plain insert
+/// was refused, one job at a time.
+pub async fn job_complete_many_replacing(
+    conn: &mut PgConnection,
+    ids: &[i64],
+    tokens: &[Uuid],
+) -> Result<Vec<i64>, Error> {
+    sqlx::query_scalar(COMPLETE_MANY_REPLACING)
+        .bind(ids)
+        .bind(tokens)
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(err("job_complete_many_replacing"))
+}
+
+/// Ends a job `dead` with `reason` as its only error, dropping its earlier
+/// history: the last resort when every other write of its outcome was refused
+/// (the history may be what the database refuses). Fenced by `token`; without
+/// one, only a running job whose lease expired is ended (the rescuer's case).
+/// Returns whether the job was ended.
+pub async fn job_quarantine(
+    conn: &mut PgConnection,
+    id: i64,
+    token: Option<Uuid>,
+    reason: &str,
+) -> Result<bool, Error> {
+    let ended: Option<i64> = sqlx::query_scalar(concat!(
         "with moved as (
              delete from lq.jobs j
-             where j.id = any($1::bigint[]) and j.lease_token = any($2::uuid[])
-             returning j.*,
-                 case when j.cancel_requested_at is not null then 'cancelled' else 'succeeded' end::lq.job_state
-                     as final_state,
-                 j.errors as final_errors
+             where j.id = $1 and j.state = 'running'
+               and case when $2::uuid is null then j.lease_expires_at < now()
+                        else j.lease_token = $2 end
+             returning j.*, 'dead'::lq.job_state as final_state,
+                 jsonb_build_array(jsonb_build_object('attempt', j.attempts, 'at', now(),
+                     'error', $3::text)) as final_errors
          ),
          ",
         archive_moved!(),
         "
          select id from archived"
     ))
-    .bind(ids)
-    .bind(tokens)
-    .fetch_all(&mut *conn)
+    .bind(id)
+    .bind(token)
+    .bind(storable_error(reason).as_ref())
+    .fetch_optional(&mut *conn)
     .await
-    .map_err(err("job_complete_many"))
+    .map_err(err("job_quarantine"))?;
+    Ok(ended.is_some())
 }
 
 /// Records a failed attempt. With `retry_in_secs`, the job is queued again after
@@ -68,8 +136,9 @@ pub async fn job_fail(
                  case when cancel_requested_at is not null then 'cancelled'
                       when $4::float8 is null or attempts >= max_attempts then 'dead'
                       else 'queued' end::lq.job_state as next,
-                 errors || jsonb_build_array(jsonb_build_object(
-                     'attempt', attempts, 'at', now(), 'error', $3::text)) as next_errors
+                 ",
+        append_error!("errors", "attempts", "$3::text"),
+        " as next_errors
              from lq.jobs
              where id = $1 and lease_token = $2 and state = 'running'
              for update
@@ -81,7 +150,7 @@ pub async fn job_fail(
     ))
     .bind(id)
     .bind(token)
-    .bind(error)
+    .bind(storable_error(error).as_ref())
     .bind(retry_in_secs)
     .fetch_optional(&mut *conn)
     .await
@@ -130,8 +199,9 @@ pub async fn job_cancel_own(
              delete from lq.jobs j
              where id = $1 and lease_token = $2 and state = 'running'
              returning j.*, 'cancelled'::lq.job_state as final_state,
-                 j.errors || jsonb_build_array(jsonb_build_object(
-                     'attempt', j.attempts, 'at', now(), 'error', $3::text)) as final_errors
+                 ",
+        append_error!("j.errors", "j.attempts", "$3::text"),
+        " as final_errors
          ),
          ",
         archive_moved!(),
@@ -140,7 +210,7 @@ pub async fn job_cancel_own(
     ))
     .bind(id)
     .bind(token)
-    .bind(reason)
+    .bind(storable_error(reason).as_ref())
     .fetch_optional(&mut *conn)
     .await
     .map_err(err("job_cancel_own"))?;

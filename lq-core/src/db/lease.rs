@@ -44,20 +44,28 @@ pub async fn job_heartbeat_many(
 /// their attempts are spent, or `cancelled` when cancellation was requested), in
 /// one guarded statement: a job that completed meanwhile is left alone. Rescued
 /// jobs keep their `run_at`, so they keep their place instead of waiting behind
-/// the whole backlog.
-pub async fn job_rescue_expired(conn: &mut PgConnection, limit: i64) -> Result<Vec<i64>, Error> {
+/// the whole backlog. With `only`, just that job is rescued (the fallback, one
+/// job at a time, after a batch was refused).
+pub async fn job_rescue_expired(
+    conn: &mut PgConnection,
+    limit: i64,
+    only: Option<i64>,
+) -> Result<Vec<i64>, Error> {
     sqlx::query_scalar(concat!(
         "with cur as materialized (
              select id,
                  case when cancel_requested_at is not null then 'cancelled'
                       when attempts >= max_attempts then 'dead'
                       else 'queued' end::lq.job_state as next,
-                 errors || jsonb_build_array(jsonb_build_object(
-                     'attempt', attempts, 'at', now(),
-                     'error', 'lease expired: worker ' || coalesce(lease_owner, '?') || ' stopped heartbeating'))
-                     as next_errors
+                 ",
+        append_error!(
+            "errors",
+            "attempts",
+            "'lease expired: worker ' || coalesce(lease_owner, '?') || ' stopped heartbeating'"
+        ),
+        " as next_errors
              from lq.jobs
-             where state = 'running' and lease_expires_at < now()
+             where state = 'running' and lease_expires_at < now() and ($2::bigint is null or id = $2)
              order by id
              limit $1
              for update skip locked
@@ -68,7 +76,40 @@ pub async fn job_rescue_expired(conn: &mut PgConnection, limit: i64) -> Result<V
          select id from requeued union all select id from archived"
     ))
     .bind(limit)
+    .bind(only)
     .fetch_all(&mut *conn)
     .await
     .map_err(err("job_rescue_expired"))
+}
+
+/// Ids of up to `limit` running jobs whose lease expired, for rescuing them one
+/// at a time after a batch rescue was refused.
+pub async fn job_expired_ids(conn: &mut PgConnection, limit: i64) -> Result<Vec<i64>, Error> {
+    sqlx::query_scalar(
+        "select id from lq.jobs where state = 'running' and lease_expires_at < now()
+         order by id limit $1",
+    )
+    .bind(limit)
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(err("job_expired_ids"))
+}
+
+/// Whether a cancellation of job `id` was requested while this worker holds its
+/// lease `token`: a NOTIFY on the cancel channel is only a hint (any role that can
+/// connect may send one), acted on when the row confirms it.
+pub async fn job_cancel_requested(
+    conn: &mut PgConnection,
+    id: i64,
+    token: Uuid,
+) -> Result<bool, Error> {
+    let requested: Option<bool> = sqlx::query_scalar(
+        "select cancel_requested_at is not null from lq.jobs where id = $1 and lease_token = $2",
+    )
+    .bind(id)
+    .bind(token)
+    .fetch_optional(&mut *conn)
+    .await
+    .map_err(err("job_cancel_requested"))?;
+    Ok(requested.unwrap_or(false))
 }

@@ -54,10 +54,13 @@ pub async fn job_bury_unknown_kinds(
              using unknown
              where j.id = unknown.id and j.state = 'queued'
              returning j.*, 'dead'::lq.job_state as final_state,
-                 j.errors || jsonb_build_array(jsonb_build_object(
-                     'attempt', j.attempts, 'at', now(),
-                     'error', 'unknown kind ' || j.kind || ': no job type with this kind is registered by the runtimes serving queue ' || j.queue))
-                     as final_errors
+                 ",
+        append_error!(
+            "j.errors",
+            "j.attempts",
+            "'unknown kind ' || j.kind || ': no job type with this kind is registered by the runtimes serving queue ' || j.queue"
+        ),
+        " as final_errors
          ),
          ",
         archive_moved!(),
@@ -165,4 +168,76 @@ pub async fn job_table_vacuum(
         .await
         .map_err(err("job_table_vacuum"))?;
     Ok(())
+}
+
+/// What a runtime uses, as `(object, privilege)`: the privileges its role needs.
+const RUNTIME_PRIVILEGES: &[(&str, &str)] = &[
+    ("lq.jobs", "SELECT"),
+    ("lq.jobs", "INSERT"),
+    ("lq.jobs", "UPDATE"),
+    ("lq.jobs", "DELETE"),
+    ("lq.finished_jobs", "SELECT"),
+    ("lq.finished_jobs", "INSERT"),
+    ("lq.finished_jobs", "UPDATE"),
+    ("lq.finished_jobs", "DELETE"),
+    ("lq.cron_schedules", "SELECT"),
+    ("lq.cron_schedules", "INSERT"),
+    ("lq.cron_schedules", "UPDATE"),
+    ("lq.cron_ticks", "SELECT"),
+    ("lq.cron_ticks", "INSERT"),
+    ("lq.cron_ticks", "DELETE"),
+    ("lq.schema_migrations", "SELECT"),
+];
+
+/// The current role's name, and each privilege of [`RUNTIME_PRIVILEGES`] (plus
+/// USAGE on schema `lq` and on the job id sequence) it lacks, as `"SELECT on
+/// lq.jobs"`.
+pub async fn runtime_missing_privileges(
+    conn: &mut PgConnection,
+) -> Result<(String, Vec<String>), Error> {
+    let (objects, privileges): (Vec<&str>, Vec<&str>) = RUNTIME_PRIVILEGES.iter().copied().unzip();
+    sqlx::query_as(
+        "with schema_ok as (select pg_catalog.has_schema_privilege('lq', 'USAGE') as ok),
+         needed as (
+             select 'USAGE on schema lq' as what, (select ok from schema_ok) as ok
+             union all
+             select p || ' on ' || o,
+                 case when (select ok from schema_ok) then pg_catalog.has_table_privilege(o, p) else false end
+             from rows from (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[])) as n(o, p)
+             union all
+             select 'USAGE on sequence ' || coalesce(pg_catalog.pg_get_serial_sequence('lq.jobs', 'id'), 'lq.jobs_id_seq'),
+                 case when (select ok from schema_ok)
+                      then pg_catalog.has_sequence_privilege(pg_catalog.pg_get_serial_sequence('lq.jobs', 'id'), 'USAGE')
+                      else false end
+         )
+         select current_user::text, coalesce(pg_catalog.array_agg(what) filter (where not ok), '{}')
+         from needed",
+    )
+    .bind(objects)
+    .bind(privileges)
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(err("runtime_missing_privileges"))
+}
+
+/// Connections the server could ever give this role (`max_connections` less the
+/// superuser reserve, or the role's own limit if lower), and how many are free now.
+pub async fn server_connection_room(conn: &mut PgConnection) -> Result<(i64, i64), Error> {
+    sqlx::query_as(
+        "with server as (
+             select pg_catalog.current_setting('max_connections')::int8
+                  - pg_catalog.current_setting('superuser_reserved_connections')::int8 as most
+         ),
+         role as (
+             select case when rolconnlimit < 0 then null else rolconnlimit::int8 end as most
+             from pg_catalog.pg_roles where rolname = current_user
+         )
+         select least((select most from server), coalesce((select most from role), (select most from server))),
+                (select most from server)
+                    - (select pg_catalog.count(*) from pg_catalog.pg_stat_activity
+                       where backend_type = 'client backend')",
+    )
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(err("server_connection_room"))
 }

@@ -8,9 +8,25 @@ use crate::Error;
 /// Arbitrary constant key of the advisory lock that serialises migrations.
 const MIGRATION_LOCK_KEY: i64 = 0x6c71_6d69_6772; // "lqmigr"
 
-/// Takes the migration lock for the rest of the transaction and makes sure the
-/// schema and its version table exist.
+/// The role owning schema `lq`, when it exists and the current role neither is
+/// nor is a member of it (so may not trust it: that role can replace any object
+/// in it). `None` when the schema is missing or ours.
+pub async fn schema_foreign_owner(conn: &mut PgConnection) -> Result<Option<String>, Error> {
+    sqlx::query_scalar(
+        "select pg_catalog.pg_get_userbyid(n.nspowner)::text from pg_catalog.pg_namespace n
+         where n.nspname operator(pg_catalog.=) 'lq'
+           and not pg_catalog.pg_has_role(n.nspowner, 'MEMBER')",
+    )
+    .fetch_optional(&mut *conn)
+    .await
+    .map_err(err("migration_schema_owner"))
+}
+
+/// Takes the migration lock for the rest of the transaction, pins the
+/// transaction's `search_path` (see `db::SEARCH_PATH`) and makes sure the schema
+/// and its version table exist.
 pub async fn lock(conn: &mut PgConnection) -> Result<(), Error> {
+    super::pin_search_path(conn).await?;
     sqlx::query("select pg_advisory_xact_lock($1)")
         .bind(MIGRATION_LOCK_KEY)
         .execute(&mut *conn)
@@ -32,7 +48,7 @@ pub async fn lock(conn: &mut PgConnection) -> Result<(), Error> {
 
 /// Highest applied version, inside the locked transaction.
 pub async fn current(conn: &mut PgConnection) -> Result<i32, Error> {
-    sqlx::query_scalar("select coalesce(max(version), 0) from lq.schema_migrations")
+    sqlx::query_scalar("select coalesce(pg_catalog.max(version), 0) from lq.schema_migrations")
         .fetch_one(&mut *conn)
         .await
         .map_err(err("migration_current"))
@@ -60,10 +76,11 @@ pub async fn apply(
 
 /// Applied version without taking the lock; 0 when the schema does not exist.
 pub async fn version(conn: &mut PgConnection) -> Result<i32, Error> {
-    let exists: bool = sqlx::query_scalar("select to_regclass('lq.schema_migrations') is not null")
-        .fetch_one(&mut *conn)
-        .await
-        .map_err(err("migration_version"))?;
+    let exists: bool =
+        sqlx::query_scalar("select pg_catalog.to_regclass('lq.schema_migrations') is not null")
+            .fetch_one(&mut *conn)
+            .await
+            .map_err(err("migration_version"))?;
     if !exists {
         return Ok(0);
     }

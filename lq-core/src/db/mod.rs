@@ -35,7 +35,31 @@ macro_rules! held_rows {
 /// The statement must define `moved` as a `delete from lq.jobs j … returning j.*`
 /// plus the job's `final_state` and `final_errors`; this inserts those rows into
 /// `lq.finished_jobs` (finished now) as `archived`, which returns `id, state`.
+///
+/// An id already in the history (ids restarted by `TRUNCATE … RESTART IDENTITY`,
+/// or a hand-written row) is overwritten by the job that just ended: the live row
+/// is the truth, and the write must land. `archive_moved_fast!` is the plain
+/// insert for the success path, whose rare failures fall back to this one.
 macro_rules! archive_moved {
+    () => {
+        concat!(
+            archive_moved_fast!(),
+            " on conflict (id) do update set kind = excluded.kind, queue = excluded.queue,
+                 priority = excluded.priority, payload = excluded.payload, state = excluded.state,
+                 run_at = excluded.run_at, attempts = excluded.attempts,
+                 max_attempts = excluded.max_attempts, unique_key = excluded.unique_key,
+                 lease_owner = excluded.lease_owner, cancel_requested_at = excluded.cancel_requested_at,
+                 errors = excluded.errors, created_at = excluded.created_at,
+                 started_at = excluded.started_at, finished_at = excluded.finished_at
+             returning id, state
+         )"
+        )
+    };
+}
+
+/// [`archive_moved!`] without its conflict handling and closing parenthesis; on
+/// its own (`archive_moved_fast!(), ")"`) the success path's plain insert.
+macro_rules! archive_moved_fast {
     () => {
         "archived as (
              insert into lq.finished_jobs (id, kind, queue, priority, payload, state, run_at,
@@ -44,9 +68,24 @@ macro_rules! archive_moved {
              select id, kind, queue, priority, payload, final_state, run_at,
                  attempts, max_attempts, unique_key, lease_owner, cancel_requested_at, final_errors, created_at,
                  started_at, now()
-             from moved
-             returning id, state
-         )"
+             from moved"
+    };
+}
+
+/// `$errors` with one more `{"attempt", "at", "error"}` entry, keeping the newest
+/// `MAX_ERRORS_KEPT` (20) entries, so a job's history stays bounded however often
+/// it fails (and a history grown large before the bound shrinks at the next write).
+macro_rules! append_error {
+    ($errors:literal, $attempt:literal, $text:literal) => {
+        concat!(
+            "jsonb_path_query_array(",
+            $errors,
+            " || jsonb_build_array(jsonb_build_object('attempt', ",
+            $attempt,
+            ", 'at', now(), 'error', ",
+            $text,
+            ")), '$[last - 19 to last]')"
+        )
     };
 }
 
@@ -94,6 +133,51 @@ pub mod migration;
 pub const JOBS_CHANNEL: &str = "lq_jobs";
 /// Name of the NOTIFY channel whose payload is the id of a job being cancelled.
 pub const CANCEL_CHANNEL: &str = "lq_cancel";
+
+/// True when the database refused a statement because of the data it was given
+/// (SQLSTATE classes 22 "data exception", 23 "integrity constraint violation" and
+/// 54 "program limit exceeded"): trying the same rows again cannot help, while a
+/// smaller batch may let the rows beside the bad one through.
+pub fn is_data_rejection(e: &Error) -> bool {
+    let Error::Database {
+        source: sqlx::Error::Database(db),
+        ..
+    } = e
+    else {
+        return false;
+    };
+    db.code()
+        .is_some_and(|c| c.starts_with("22") || c.starts_with("23") || c.starts_with("54"))
+}
+
+/// The SQLSTATE of a database error, if it is one.
+pub fn sqlstate(e: &Error) -> Option<String> {
+    match e {
+        Error::Database {
+            source: sqlx::Error::Database(db),
+            ..
+        } => db.code().map(|c| c.into_owned()),
+        _ => None,
+    }
+}
+
+/// The `search_path` every litequeue statement runs under: functions, operators
+/// and types resolve in `pg_catalog` only, never in a schema another role can
+/// write to. The runtime's own connections start with it; calls on an
+/// application's connection pin it for their transaction ([`pin_search_path`]) or
+/// qualify every name (the enqueue statements, which run in the caller's
+/// transaction and must leave its settings alone).
+pub const SEARCH_PATH: &str = "pg_catalog, pg_temp";
+
+/// Pins [`SEARCH_PATH`] for the rest of the current transaction.
+pub async fn pin_search_path(conn: &mut sqlx::PgConnection) -> Result<(), Error> {
+    sqlx::query("select pg_catalog.set_config('search_path', $1, true)")
+        .bind(SEARCH_PATH)
+        .execute(conn)
+        .await
+        .map_err(err("pin_search_path"))?;
+    Ok(())
+}
 
 /// Maps a driver error to [`Error::Database`] for statement `op`.
 pub fn err(op: &'static str) -> impl Fn(sqlx::Error) -> Error {

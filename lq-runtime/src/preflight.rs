@@ -1,0 +1,141 @@
+//! Checks `start()` makes before anything runs: settings that cannot work, the
+//! privileges the runtime's role needs, the connections it will open, and jobs
+//! that no runtime would ever run.
+
+use std::time::Duration;
+
+use lq_core::{db, Registry};
+use sqlx::PgPool;
+use tracing::warn;
+
+use crate::{Error, RuntimeConfig};
+
+/// Most handlers one queue may run at once.
+pub const MAX_CONCURRENCY: usize = 100_000;
+
+/// Queues up to which each claimer keeps a connection of its own; with more,
+/// claimers share this many and borrow one per claim.
+pub(crate) const MAX_CLAIM_CONNECTIONS: u32 = 16;
+
+/// Refuses settings that cannot work (zero intervals and batches, an owner name
+/// the database cannot store, concurrency beyond what a semaphore holds).
+pub(crate) fn validate(config: &RuntimeConfig, queues: &[(String, usize)]) -> Result<(), Error> {
+    let bad = |setting: &'static str, reason: &'static str| {
+        Err(Error::InvalidSetting { setting, reason })
+    };
+    let nonzero = [
+        ("poll_interval", config.poll_interval),
+        ("db_timeout", config.db_timeout),
+        ("rescue_interval", config.rescue_interval),
+        ("prune_interval", config.prune_interval),
+    ];
+    for (setting, d) in nonzero {
+        if d < Duration::from_millis(1) {
+            return bad(setting, "must be at least 1 ms (zero would spin)");
+        }
+    }
+    if config.max_claim_batch == 0 {
+        return bad(
+            "max_claim_batch",
+            "must be at least 1 (0 would claim nothing)",
+        );
+    }
+    if config.max_complete_batch == 0 {
+        return bad("max_complete_batch", "must be at least 1");
+    }
+    if config.pool_size == Some(0) {
+        return bad("pool_size", "must be at least 1");
+    }
+    if config.owner.is_empty() || config.owner.len() > 200 || config.owner.contains('\0') {
+        return bad("owner", "must be 1-200 bytes without NUL");
+    }
+    for (queue, slots) in queues {
+        if *slots > MAX_CONCURRENCY {
+            return Err(Error::ConcurrencyTooHigh {
+                queue: queue.clone(),
+                concurrency: *slots,
+                max: MAX_CONCURRENCY,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Fails with [`Error::MissingPrivileges`], naming each one, when the runtime's
+/// role lacks a privilege the runtime uses.
+pub(crate) async fn check_privileges(pool: &PgPool, timeout: Duration) -> Result<(), Error> {
+    let (role, missing) = db::timed("runtime_privileges", timeout, async {
+        let mut conn = pool
+            .acquire()
+            .await
+            .map_err(db::err("runtime_privileges"))?;
+        db::maintenance::runtime_missing_privileges(&mut conn).await
+    })
+    .await?;
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::MissingPrivileges { role, missing })
+    }
+}
+
+/// Connections a runtime opens: the general pool, the claimers' and the
+/// completer's hot-path connections, and the heartbeat's own.
+pub(crate) fn connections_needed(pool_size: u32, claim_conns: u32) -> u32 {
+    pool_size + claim_conns + 1 + 1
+}
+
+/// Fails with [`Error::NotEnoughConnections`] when the server could never give
+/// the runtime `needed` connections; warns when it cannot right now.
+pub(crate) async fn check_connections(
+    pool: &PgPool,
+    timeout: Duration,
+    needed: u32,
+) -> Result<(), Error> {
+    let (limit, free) = db::timed("server_connection_room", timeout, async {
+        let mut conn = pool
+            .acquire()
+            .await
+            .map_err(db::err("server_connection_room"))?;
+        db::maintenance::server_connection_room(&mut conn).await
+    })
+    .await?;
+    let needed_i = i64::from(needed);
+    if needed_i > limit {
+        return Err(Error::NotEnoughConnections {
+            needed,
+            limit: limit.max(0) as u32,
+        });
+    }
+    if needed_i > free {
+        warn!(
+            needed,
+            free,
+            "the server has fewer free connections than this runtime opens; it may wait for them"
+        );
+    }
+    Ok(())
+}
+
+/// Warns about jobs that would wait forever: kinds enqueued on a served queue by
+/// default that this binary declares but cannot run (no `Perform`), and cron jobs
+/// whose queue this runtime does not serve.
+pub(crate) fn warn_unrunnable(registry: &Registry, served: &[String]) {
+    for d in registry.iter() {
+        let serves = served.iter().any(|q| q == d.options.queue);
+        if serves && (d.handler)().is_none() {
+            warn!(
+                kind = d.kind,
+                queue = d.options.queue,
+                "job type has no Perform implementation in this binary: its jobs on this queue wait for another runtime"
+            );
+        }
+        if d.options.cron.is_some() && !serves {
+            warn!(
+                kind = d.kind,
+                queue = d.options.queue,
+                "cron job's queue is not served by this runtime: it is scheduled only by a runtime that serves it"
+            );
+        }
+    }
+}

@@ -1,0 +1,11 @@
+use lq_runtime::Job;
+use serde::{Deserialize, Serialize};
+
+#[derive(Serialize, Deserialize, Job)]
+#[job(unique_key = "sync:{tenant}{account}")]
+struct SyncAccount {
+    tenant: String,
+    account: String,
+}
+
+fn main() {}
