@@ -2,7 +2,7 @@
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
-use lq_core::{validate_name, AppState, Registry};
+use lq_core::{db, validate_name, AppState, Registry};
 use sqlx::{
     postgres::{PgConnectOptions, PgPoolOptions},
     PgPool,
@@ -131,12 +131,22 @@ impl RuntimeBuilder {
             .connect_options()
             .as_ref()
             .clone()
-            .options([("search_path", lq_core::db::SEARCH_PATH)]);
+            .options([("search_path", db::SEARCH_PATH)]);
         let timeout = self.config.db_timeout;
         let pool = runtime_pool(size, timeout, options.clone());
         let hot = options.options(HOT_PATH_SETTINGS);
         let hot_pool = runtime_pool(claim_conns, timeout, hot.clone());
         let completer_pool = runtime_pool(1, timeout, hot);
+        // One connection with the runtime's own settings now, so a setting the
+        // server refuses fails start() rather than every later statement.
+        db::timed("runtime_connection", timeout, async {
+            completer_pool
+                .acquire()
+                .await
+                .map(drop)
+                .map_err(db::err("runtime_connection"))
+        })
+        .await?;
         let shared = Arc::new(Shared {
             pool,
             hot_pool,
@@ -193,10 +203,18 @@ const HOT_PATH_SETTINGS: [(&str, &str); 4] = [
     ("enable_sort", "off"),
 ];
 
-async fn check_schema(pool: &PgPool, timeout: Duration) -> Result<(), lq_core::Error> {
-    let found =
-        lq_core::db::timed("schema_version", timeout, lq_core::schema_version(pool)).await?;
-    match found.cmp(&lq_core::SCHEMA_VERSION) {
+/// Fails unless the schema is at the version this build knows. A role refused
+/// the version table gets the privileges it lacks named instead of a raw error.
+async fn check_schema(pool: &PgPool, timeout: Duration) -> Result<(), Error> {
+    let found = match db::timed("schema_version", timeout, lq_core::schema_version(pool)).await {
+        Ok(found) => found,
+        Err(e) if db::sqlstate(&e).as_deref() == Some(PERMISSION_DENIED) => {
+            preflight::check_privileges(pool, timeout).await?;
+            return Err(e.into());
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let verdict = match found.cmp(&lq_core::SCHEMA_VERSION) {
         std::cmp::Ordering::Less => Err(lq_core::Error::NotMigrated {
             found,
             needed: lq_core::SCHEMA_VERSION,
@@ -206,5 +224,9 @@ async fn check_schema(pool: &PgPool, timeout: Duration) -> Result<(), lq_core::E
             known: lq_core::SCHEMA_VERSION,
         }),
         std::cmp::Ordering::Equal => Ok(()),
-    }
+    };
+    Ok(verdict?)
 }
+
+/// SQLSTATE `insufficient_privilege`.
+const PERMISSION_DENIED: &str = "42501";

@@ -65,11 +65,10 @@ pub(crate) fn validate(config: &RuntimeConfig, queues: &[(String, usize)]) -> Re
 /// role lacks a privilege the runtime uses.
 pub(crate) async fn check_privileges(pool: &PgPool, timeout: Duration) -> Result<(), Error> {
     let (role, missing) = db::timed("runtime_privileges", timeout, async {
-        let mut conn = pool
-            .acquire()
-            .await
-            .map_err(db::err("runtime_privileges"))?;
-        db::maintenance::runtime_missing_privileges(&mut conn).await
+        // On the application's pool: pinned like every litequeue statement.
+        let mut tx = pool.begin().await.map_err(db::err("runtime_privileges"))?;
+        db::pin_search_path(&mut tx).await?;
+        db::maintenance::runtime_missing_privileges(&mut tx).await
     })
     .await?;
     if missing.is_empty() {
@@ -93,11 +92,13 @@ pub(crate) async fn check_connections(
     needed: u32,
 ) -> Result<(), Error> {
     let (limit, free) = db::timed("server_connection_room", timeout, async {
-        let mut conn = pool
-            .acquire()
+        // On the application's pool: pinned like every litequeue statement.
+        let mut tx = pool
+            .begin()
             .await
             .map_err(db::err("server_connection_room"))?;
-        db::maintenance::server_connection_room(&mut conn).await
+        db::pin_search_path(&mut tx).await?;
+        db::maintenance::server_connection_room(&mut tx).await
     })
     .await?;
     let needed_i = i64::from(needed);

@@ -79,7 +79,10 @@ async fn upgrading_to_version_3_moves_finished_jobs_to_the_history() {
     .await
     .unwrap();
     lq_runtime::migrate(&db.pool).await.unwrap();
-    assert_eq!(lq_runtime::schema_version(&db.pool).await.unwrap(), 3);
+    assert_eq!(
+        lq_runtime::schema_version(&db.pool).await.unwrap(),
+        lq_runtime::SCHEMA_VERSION
+    );
     let live: Vec<(i64, String)> = sqlx::query_as("select id, kind from lq.jobs")
         .fetch_all(&db.pool)
         .await

@@ -32,7 +32,9 @@ macro_rules! complete_moved {
 const COMPLETE_MANY: &str = concat!(
     complete_moved!(),
     archive_moved_fast!(),
-    ")
+    "
+         returning id
+     )
      select id from archived"
 );
 

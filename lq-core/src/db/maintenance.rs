@@ -205,9 +205,9 @@ pub async fn runtime_missing_privileges(
                  case when (select ok from schema_ok) then pg_catalog.has_table_privilege(o, p) else false end
              from rows from (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[])) as n(o, p)
              union all
-             select 'USAGE on sequence ' || coalesce(pg_catalog.pg_get_serial_sequence('lq.jobs', 'id'), 'lq.jobs_id_seq'),
+             select 'USAGE on sequence lq.jobs_id_seq',
                  case when (select ok from schema_ok)
-                      then pg_catalog.has_sequence_privilege(pg_catalog.pg_get_serial_sequence('lq.jobs', 'id'), 'USAGE')
+                      then pg_catalog.has_sequence_privilege('lq.jobs_id_seq', 'USAGE')
                       else false end
          )
          select current_user::text, coalesce(pg_catalog.array_agg(what) filter (where not ok), '{}')

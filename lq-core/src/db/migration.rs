@@ -76,11 +76,15 @@ pub async fn apply(
 
 /// Applied version without taking the lock; 0 when the schema does not exist.
 pub async fn version(conn: &mut PgConnection) -> Result<i32, Error> {
-    let exists: bool =
-        sqlx::query_scalar("select pg_catalog.to_regclass('lq.schema_migrations') is not null")
-            .fetch_one(&mut *conn)
-            .await
-            .map_err(err("migration_version"))?;
+    let exists: bool = sqlx::query_scalar(
+        "select exists (select from pg_catalog.pg_class c
+                 join pg_catalog.pg_namespace n on n.oid operator(pg_catalog.=) c.relnamespace
+                 where n.nspname operator(pg_catalog.=) 'lq'
+                   and c.relname operator(pg_catalog.=) 'schema_migrations')",
+    )
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(err("migration_version"))?;
     if !exists {
         return Ok(0);
     }

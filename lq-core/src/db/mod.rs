@@ -58,7 +58,7 @@ macro_rules! archive_moved {
 }
 
 /// [`archive_moved!`] without its conflict handling and closing parenthesis; on
-/// its own (`archive_moved_fast!(), ")"`) the success path's plain insert.
+/// its own (followed by `returning …` and `)`) the success path's plain insert.
 macro_rules! archive_moved_fast {
     () => {
         "archived as (
@@ -167,7 +167,7 @@ pub fn sqlstate(e: &Error) -> Option<String> {
 /// application's connection pin it for their transaction ([`pin_search_path`]) or
 /// qualify every name (the enqueue statements, which run in the caller's
 /// transaction and must leave its settings alone).
-pub const SEARCH_PATH: &str = "pg_catalog, pg_temp";
+pub const SEARCH_PATH: &str = "pg_catalog,pg_temp";
 
 /// Pins [`SEARCH_PATH`] for the rest of the current transaction.
 pub async fn pin_search_path(conn: &mut sqlx::PgConnection) -> Result<(), Error> {
