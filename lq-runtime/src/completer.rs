@@ -95,7 +95,8 @@ async fn write(shared: &Shared, conn: &mut HotConn, batch: &[Completion]) {
     let mut done = Vec::with_capacity(ids.len());
     // A batch the database refuses is split in halves until the rows it refuses
     // are alone, so one bad row never holds back the rows beside it.
-    let mut pending = vec![0..ids.len()];
+    let mut pending = Vec::with_capacity(8);
+    pending.push(0..ids.len());
     while let Some(range) = pending.pop() {
         let single = range.len() == 1;
         match write_rows(

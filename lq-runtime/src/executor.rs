@@ -469,9 +469,7 @@ async fn release(shared: &Shared, id: i64, token: Uuid, counter: &AtomicU64) {
     }
 }
 
-/// Waits before the next write attempt; true when it is time to stop trying
-/// (after shutdown, a failing database is left to the lease expiry).
-
+/// The text of a caught panic's payload.
 fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
     if let Some(s) = panic.downcast_ref::<&str>() {
         (*s).to_owned()

@@ -222,3 +222,62 @@ async fn three_runtimes_share_one_schedule_and_fire_each_tick_once() {
     .unwrap();
     assert_eq!(early, 0);
 }
+
+/// A stored last tick in the future (a host whose clock ran ahead, a hand edit)
+/// would stall the schedule until then; the next pass moves it back to now and
+/// says so, and the schedule fires from there.
+#[tokio::test]
+async fn a_last_tick_in_the_future_is_moved_back_and_the_schedule_fires() {
+    let db = TestDb::new().await;
+    let kind = "test.rewound";
+    let mut conn = db.pool.acquire().await.unwrap();
+    let first = fire_every_second(&mut conn, kind, "2030-01-01T00:00:00Z").await;
+    assert!(first.rewound_from.is_none());
+    sqlx::query("update lq.cron_schedules set last_tick = $2 where kind = $1")
+        .bind(kind)
+        .bind(t("2030-06-01T00:00:00Z"))
+        .execute(&db.pool)
+        .await
+        .unwrap();
+
+    let rewound = fire_every_second(&mut conn, kind, "2030-01-01T00:00:05.500Z").await;
+    assert_eq!(rewound.rewound_from, Some(t("2030-06-01T00:00:00Z")));
+    let stored: DateTime<Utc> =
+        sqlx::query_scalar("select last_tick from lq.cron_schedules where kind = $1")
+            .bind(kind)
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        stored,
+        t("2030-01-01T00:00:05Z"),
+        "moved back to the newest tick at or before now"
+    );
+
+    let next = fire_every_second(&mut conn, kind, "2030-01-01T00:00:06.200Z").await;
+    assert!(next.rewound_from.is_none());
+    assert_eq!(
+        next.fired.iter().map(|f| f.0).collect::<Vec<_>>(),
+        vec![t("2030-01-01T00:00:06Z")]
+    );
+}
+
+/// One pass of an every-second schedule at `now`.
+async fn fire_every_second(
+    conn: &mut sqlx::PgConnection,
+    kind: &str,
+    now: &str,
+) -> lq_runtime::cron::FireReport {
+    let schedule = Schedule::parse("* * * * * *", "UTC").unwrap();
+    fire_due(
+        conn,
+        kind,
+        &EverySecond::OPTIONS,
+        &schedule,
+        CatchUp::Once,
+        "null",
+        Some(t(now)),
+    )
+    .await
+    .unwrap()
+}

@@ -11,3 +11,4 @@ mod outcomes;
 mod roles;
 mod runtime;
 mod shutdown;
+mod visible;

@@ -818,13 +818,10 @@ async fn migrate_refuses_a_schema_owned_by_another_role() {
         .unwrap();
 
     for (how, setup) in [
-        (
-            "open to all",
-            format!("grant usage, create on schema lq to public"),
-        ),
-        ("closed", format!("revoke all on schema lq from public")),
+        ("open to all", "grant usage, create on schema lq to public"),
+        ("closed", "revoke all on schema lq from public"),
     ] {
-        sqlx::raw_sql(&setup).execute(&squatter_pool).await.unwrap();
+        sqlx::raw_sql(setup).execute(&squatter_pool).await.unwrap();
         let err = lq_runtime::migrate(&app_pool).await.unwrap_err();
         assert!(
             matches!(&err, CoreError::SchemaNotOwned { owner } if *owner == squatter),
@@ -1437,4 +1434,91 @@ async fn two_applications_in_one_database_keep_to_their_queues() {
         };
         assert!(error.contains(queue), "job {id}: {error}");
     }
+}
+
+// ---------------------------------------------------------------------------
+// 9. what a non-owner worker cannot do, it says
+// ---------------------------------------------------------------------------
+
+/// With autovacuum off on `lq.jobs`, a worker that does not own the table cannot
+/// vacuum it either: nothing would, so the runtime says so at its first check.
+#[tokio::test]
+async fn a_worker_that_cannot_vacuum_warns_when_autovacuum_is_off() {
+    lq_tests::init_tracing();
+    let mut roles = Roles::default();
+    let worker = roles.create("lq_novac", "").await;
+    let db = TestDb::new().await;
+    grant(&db.pool, WORKER_GRANTS, &worker).await;
+    sqlx::raw_sql("alter table lq.jobs set (autovacuum_enabled = false)")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let pool = pool_as(&db, &worker, 2).await;
+    let rt = Runtime::builder(pool.clone())
+        .config(quick())
+        .queue("roles_vacuum_q", 1)
+        .start()
+        .await
+        .unwrap();
+    let warned = lq_tests::logs::wait_logged(1, LIMIT, |e| {
+        e.target == "lq_runtime::vacuumer"
+            && e.field("table") == Some("lq.jobs")
+            && e.message.contains("does not own it")
+    })
+    .await;
+    assert!(
+        warned[0].message.contains("autovacuum is off"),
+        "{warned:#?}"
+    );
+    rt.shutdown().await.unwrap();
+    drop(pool);
+    drop(db);
+}
+
+/// Any kind's job, sent to one of many queues by `EnqueueOptions::queue`.
+#[derive(Serialize, Deserialize, Job)]
+#[job(kind = "roles.many_queues", queue = "roles_many_0")]
+struct ManyQueues {
+    n: u32,
+}
+
+impl Perform for ManyQueues {
+    async fn perform(&self, _ctx: &JobContext) -> Result<(), JobError> {
+        Ok(())
+    }
+}
+
+/// Forty queues under a role allowed 42 connections: claimers beyond the sixteenth
+/// share connections instead of each holding one, the completer and heartbeat have
+/// their own, and every job on every queue succeeds. (Before, 150 queues on a
+/// 100-connection server claimed 96 jobs and finished none.)
+#[tokio::test]
+async fn forty_queues_within_a_tight_connection_limit_run_every_job() {
+    let mut roles = Roles::default();
+    let worker = roles.create("lq_manyq", "connection limit 42").await;
+    let db = TestDb::new().await;
+    grant(&db.pool, WORKER_GRANTS, &worker).await;
+    let queues: Vec<String> = (0..40).map(|i| format!("roles_many_{i}")).collect();
+    let mut ids = Vec::new();
+    for (i, queue) in queues.iter().enumerate() {
+        for n in 0..5 {
+            let job = ManyQueues {
+                n: i as u32 * 10 + n,
+            };
+            let opts = EnqueueOptions::new().queue(queue.clone());
+            ids.push(job.enqueue_with(&db.pool, opts).await.unwrap().id);
+        }
+    }
+    let pool = pool_as(&db, &worker, 2).await;
+    let mut builder = Runtime::builder(pool.clone()).config(quick());
+    for queue in &queues {
+        builder = builder.queue(queue.clone(), 2);
+    }
+    let rt = builder.start().await.unwrap();
+    for id in &ids {
+        wait_state(&db, *id, "succeeded").await;
+    }
+    rt.shutdown().await.unwrap();
+    drop(pool);
+    drop(db);
 }

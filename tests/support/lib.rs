@@ -10,6 +10,8 @@ use std::{
 
 use sqlx::{postgres::PgPoolOptions, Connection, PgConnection, PgPool};
 
+pub mod logs;
+
 /// The admin URL tests create their databases through.
 pub fn admin_url() -> String {
     std::env::var("DATABASE_URL")
@@ -161,10 +163,16 @@ impl Drop for TestDb {
     }
 }
 
-/// Logs to the test output when `RUST_LOG` is set.
+/// Logs to the test output at `RUST_LOG`'s levels, and captures litequeue's events
+/// at info and above for [`logs::logged`].
 pub fn init_tracing() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_test_writer()
+    use tracing_subscriber::{layer::SubscriberExt, util::SubscriberInitExt, Layer};
+    let _ = tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_test_writer()
+                .with_filter(tracing_subscriber::EnvFilter::from_default_env()),
+        )
+        .with(logs::Capture)
         .try_init();
 }

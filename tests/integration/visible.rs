@@ -1,0 +1,126 @@
+//! Failures an operator can see: each failed attempt at warn, each dead job at
+//! error, and warnings at start for jobs no runtime would run. Log events are
+//! captured in memory (`lq_tests::logs`) and matched on this file's own kinds.
+
+use std::time::Duration;
+
+use lq_runtime::{Job, JobContext, JobError, Perform, Runtime};
+use lq_tests::{
+    logs::{logged, wait_logged, LogEvent},
+    TestDb,
+};
+use serde::{Deserialize, Serialize};
+use tracing::Level;
+
+use crate::jobs::quick;
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// Fails every attempt with a message naming the attempt.
+#[derive(Serialize, Deserialize, Job)]
+#[job(kind = "visible.doomed", queue = "visible_fail", max_attempts = 3, backoff = fixed("10ms"))]
+struct Doomed;
+
+impl Perform for Doomed {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        Err(format!("boom on attempt {}", ctx.attempt()).into())
+    }
+}
+
+fn of_kind<'a>(kind: &'a str, level: Level) -> impl Fn(&LogEvent) -> bool + 'a {
+    move |e| e.level == level && e.field("kind") == Some(kind)
+}
+
+#[tokio::test]
+async fn each_failed_attempt_is_a_warning_and_the_dead_job_an_error() {
+    lq_tests::init_tracing();
+    let db = TestDb::new().await;
+    let id = Doomed.enqueue(&db.pool).await.unwrap().id;
+    let rt = Runtime::builder(db.pool.clone())
+        .config(quick())
+        .queue("visible_fail", 1)
+        .start()
+        .await
+        .unwrap();
+    let dead = wait_logged(1, LIMIT, of_kind("visible.doomed", Level::ERROR)).await;
+    rt.shutdown().await.unwrap();
+
+    let warned = logged(of_kind("visible.doomed", Level::WARN));
+    let attempts: Vec<(&str, &str, &str)> = warned
+        .iter()
+        .map(|e| {
+            (
+                e.field("id").unwrap(),
+                e.field("attempt").unwrap(),
+                e.field("error").unwrap(),
+            )
+        })
+        .collect();
+    let id = id.to_string();
+    assert_eq!(
+        attempts,
+        vec![
+            (id.as_str(), "1", "boom on attempt 1"),
+            (id.as_str(), "2", "boom on attempt 2")
+        ]
+    );
+    assert_eq!(dead.len(), 1, "{dead:#?}");
+    assert_eq!(dead[0].field("id"), Some(id.as_str()));
+    assert_eq!(dead[0].field("attempt"), Some("3"));
+    assert_eq!(dead[0].field("error"), Some("boom on attempt 3"));
+    assert!(dead[0].message.contains("dead"), "{:?}", dead[0]);
+}
+
+/// Declared, never implemented: no runtime in this binary can run it.
+#[derive(Serialize, Deserialize, Job)]
+#[job(kind = "visible.no_handler", queue = "visible_warn")]
+struct NoHandler;
+
+/// Needed so the queue has a runnable kind besides the unrunnable one.
+#[derive(Serialize, Deserialize, Job)]
+#[job(kind = "visible.fine", queue = "visible_warn")]
+struct Fine;
+
+impl Perform for Fine {
+    async fn perform(&self, _ctx: &JobContext) -> Result<(), JobError> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn start_warns_about_a_served_kind_without_a_handler_and_an_unserved_cron_queue() {
+    lq_tests::init_tracing();
+    let db = TestDb::new().await;
+    let no_handler = NoHandler.enqueue(&db.pool).await.unwrap().id;
+    let rt = Runtime::builder(db.pool.clone())
+        .config(quick())
+        .queue("visible_warn", 1)
+        .start()
+        .await
+        .unwrap();
+    // Logged by start() itself, before it returned.
+    let warned =
+        logged(|e| e.level == Level::WARN && e.field("kind") == Some("visible.no_handler"));
+    assert!(
+        warned
+            .iter()
+            .any(|e| e.field("queue") == Some("visible_warn")
+                && e.message.contains("no Perform implementation")),
+        "{warned:#?}"
+    );
+    let cron = logged(|e| e.level == Level::WARN && e.field("kind") == Some("test.every_second"));
+    assert!(
+        cron.iter()
+            .any(|e| e.field("queue") == Some("cron-test") && e.message.contains("not served")),
+        "{cron:#?}"
+    );
+    // The job itself stays queued for a runtime that can run it: nothing buries it
+    // while the kind is declared in this binary.
+    rt.shutdown().await.unwrap();
+    let state: String = sqlx::query_scalar("select state::text from lq.all_jobs where id = $1")
+        .bind(no_handler)
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(state, "queued");
+}
