@@ -28,6 +28,7 @@ extern crate self as lq_core;
 
 mod app_state;
 mod backoff;
+mod clock;
 mod context;
 pub mod control;
 pub mod cron;
@@ -51,6 +52,10 @@ pub mod __private;
 
 pub use app_state::AppState;
 pub use backoff::Backoff;
+/// chrono, the version whose times this API takes and returns (`run_at`, the
+/// times in `control::JobRow`): name them without a dependency of your own.
+pub use chrono;
+pub use clock::database_now;
 pub use context::JobContext;
 pub use enqueue::{BulkEnqueued, EnqueueOptions, Enqueued, MAX_UNIQUE_KEY_BYTES};
 pub use error::{Error, Result};
@@ -62,5 +67,7 @@ pub use migrate::{migrate, schema_version, SCHEMA_VERSION};
 pub use names::{validate_name, MAX_NAME_LEN};
 pub use perform::Perform;
 pub use registry::{JobDescriptor, PerformFn, Registry};
+/// sqlx, the version whose `PgPool` and `Transaction` this API takes.
+pub use sqlx;
 pub use state::JobState;
 pub use target::EnqueueTarget;

@@ -9,15 +9,15 @@ pub const SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;
 
 /// The embedded migrations, in order; version n is `MIGRATIONS[n - 1]`.
 const MIGRATIONS: &[(&str, &str)] = &[
-    ("0001_jobs", include_str!("../../migrations/0001_jobs.sql")),
-    ("0002_cron", include_str!("../../migrations/0002_cron.sql")),
+    ("0001_jobs", include_str!("../migrations/0001_jobs.sql")),
+    ("0002_cron", include_str!("../migrations/0002_cron.sql")),
     (
         "0003_finished_jobs",
-        include_str!("../../migrations/0003_finished_jobs.sql"),
+        include_str!("../migrations/0003_finished_jobs.sql"),
     ),
     (
         "0004_unique_per_kind",
-        include_str!("../../migrations/0004_unique_per_kind.sql"),
+        include_str!("../migrations/0004_unique_per_kind.sql"),
     ),
 ];
 

@@ -67,7 +67,7 @@ pub(crate) fn show(d: Duration) -> String {
 /// A `::core::time::Duration` constant expression for `d`.
 pub(crate) fn tokens(d: Duration) -> TokenStream {
     match u64::try_from(d.as_millis()) {
-        Ok(ms) if d.subsec_nanos() % 1_000_000 == 0 => {
+        Ok(ms) if d.subsec_nanos().is_multiple_of(1_000_000) => {
             quote!(::core::time::Duration::from_millis(#ms))
         }
         _ => {

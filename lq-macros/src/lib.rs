@@ -9,8 +9,9 @@
 //! attributes merge. Every mistake is a compile error at the offending token that
 //! says how to fix it.
 //!
-//! ```
-//! use lq_core::Job; // or lq_runtime::Job
+//! ```ignore
+//! // Compiled and run in lq-runtime's crate documentation.
+//! use lq_runtime::Job;
 //! use serde::{Deserialize, Serialize};
 //!
 //! #[derive(Serialize, Deserialize, Job)]
@@ -153,8 +154,9 @@ use syn::{parse_macro_input, DeriveInput};
 
 /// Implements `Job` for a serde struct and registers it with the runtime.
 ///
-/// Every setting goes in `#[job(...)]`; the crate documentation lists each one with
-/// its default.
+/// Every setting goes in `#[job(...)]`; `lq_runtime`'s crate documentation has
+/// the table of attributes with their defaults, and `lq_macros`' the details of
+/// each (templates, backoff forms, cron).
 #[proc_macro_derive(Job, attributes(job))]
 pub fn derive_job(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);

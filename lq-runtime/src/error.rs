@@ -7,6 +7,10 @@ pub enum Error {
     /// An error from the core: database, schema, duplicate kinds, names.
     #[error(transparent)]
     Core(#[from] lq_core::Error),
+    /// A database call the application made itself (connecting, a transaction),
+    /// so `fn main() -> lq_runtime::Result<()>` can `?` through sqlx too.
+    #[error(transparent)]
+    Sqlx(#[from] sqlx::Error),
     /// The builder was given a queue with no slots.
     #[error("queue {queue:?} has concurrency 0: give it at least 1 slot")]
     ZeroConcurrency {
@@ -63,3 +67,15 @@ pub enum Error {
         message: String,
     },
 }
+
+/// `Result` with this crate's [`Error`], which every litequeue error converts
+/// into with `?` (enqueue and control calls return [`lq_core::Error`]):
+///
+/// ```no_run
+/// # async fn f(pool: sqlx::PgPool) -> lq_runtime::Result<()> {
+/// lq_runtime::migrate(&pool).await?; // lq_core::Error
+/// let rt = lq_runtime::Runtime::builder(pool).queue("default", 4).start().await?; // Error
+/// rt.shutdown().await?;
+/// # Ok(()) }
+/// ```
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,9 +1,23 @@
 //! # lq-runtime
 //!
-//! litequeue's worker side: a tokio runtime that claims jobs from PostgreSQL with
-//! `FOR UPDATE SKIP LOCKED`, decodes each payload into its `#[derive(Job)]` type,
-//! calls its [`Perform::perform`], and records the outcome under a lease token.
-//! It re-exports all of `lq-core`, so an application needs this one dependency.
+//! Background jobs for Rust applications that already run PostgreSQL. A job is a
+//! row; workers claim rows with one `FOR UPDATE SKIP LOCKED` statement, decode each
+//! payload into its `#[derive(Job)]` type, call its [`Perform::perform`], and record
+//! the outcome under the claim's lease token. This crate re-exports the public API
+//! of `lq-core`, so an application needs this one dependency; [`Result`] and
+//! [`Error`] cover both (a core error converts with `?`).
+//!
+//! ```toml
+//! [dependencies]
+//! lq-runtime = "0.1"
+//! sqlx = { version = "0.8", default-features = false, features = ["runtime-tokio", "postgres"] }
+//! tokio = { version = "1", features = ["macros", "rt-multi-thread", "signal"] }
+//! serde = { version = "1", features = ["derive"] }
+//! ```
+//!
+//! sqlx must be 0.8: its `PgPool` and `Transaction` appear in this API.
+//!
+//! ## Quick start
 //!
 //! ```no_run
 //! use lq_runtime::{Job, JobContext, JobError, Perform, Runtime};
@@ -20,22 +34,82 @@
 //!     }
 //! }
 //!
-//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-//! let pool = sqlx::PgPool::connect("postgres://localhost/app").await?;
-//! lq_runtime::migrate(&pool).await?;
+//! /// Recurring: one job per tick across every runtime serving its queue.
+//! #[derive(Serialize, Deserialize, Default, Job)]
+//! #[job(queue = "emails", cron = "0 3 * * *", cron_tz = "Europe/Paris")]
+//! struct NightlyDigest;
 //!
-//! let mut tx = pool.begin().await?;
-//! SendWelcomeEmail { user_id: 7 }.enqueue(&mut tx).await?;
-//! tx.commit().await?;
+//! impl Perform for NightlyDigest {
+//!     async fn perform(&self, _ctx: &JobContext) -> Result<(), JobError> {
+//!         Ok(())
+//!     }
+//! }
 //!
-//! let runtime = Runtime::builder(pool).queue("emails", 8).start().await?;
-//! runtime.shutdown().await?;
-//! # Ok(()) }
+//! #[tokio::main]
+//! async fn main() -> lq_runtime::Result<()> {
+//!     let pool = sqlx::PgPool::connect("postgres://localhost/app").await?;
+//!     lq_runtime::migrate(&pool).await?;
+//!
+//!     // The job exists iff this transaction commits.
+//!     let mut tx = pool.begin().await?;
+//!     SendWelcomeEmail { user_id: 7 }.enqueue(&mut tx).await?;
+//!     tx.commit().await?;
+//!
+//!     let runtime = Runtime::builder(pool).queue("emails", 8).start().await?;
+//!     runtime.shutdown_on_signal().await // SIGTERM or Ctrl-C: a graceful stop
+//! }
 //! ```
 //!
-//! Guarantees, in short: a job is visible iff its transaction committed; it runs at
-//! least once until it succeeds, is cancelled or is dead; every write after the
-//! claim is fenced by the claim's lease token; attempts are counted at claim.
+//! ## `#[job(...)]` attributes
+//!
+//! Every key is optional; every mistake is a compile error at the offending token.
+//!
+//! | key | value | default |
+//! | --- | --- | --- |
+//! | `kind` | string stored in each row; set it so the type can be renamed | the type's name |
+//! | `queue` | string | `"default"` |
+//! | `priority` | `i16`; larger runs first | `0` |
+//! | `max_attempts` | integer ≥ 1, counted at claim | `20` |
+//! | `backoff` | `exponential(base = "1s", max = "1h", jitter = 0.1)` \| `fixed("30s")` \| `linear(step = "10s", max = "10m")` \| `path::to::fn` (`fn(u32) -> Duration`) | `exponential(..)` as shown |
+//! | `unique_key` | template over fields, `"order:{order_id}"`: one live job per kind and key | none |
+//! | `timeout` | duration per attempt | none |
+//! | `lease` | duration ≥ 1 s; heartbeats renew it | `60s` |
+//! | `cron` | 5 fields, or 6 with leading seconds; the type must be `Default` | none |
+//! | `cron_tz` | IANA zone | `"UTC"` |
+//! | `cron_catch_up` | `"once"` \| `"skip"` | `"once"` |
+//! | `crate` | path to litequeue in generated code | `lq_runtime`, else `lq_core` |
+//!
+//! The derive's documentation ([`Job`](derive@Job)) details templates, backoff
+//! forms and cron. What the attributes produce:
+//!
+//! ```
+//! use lq_runtime::Job;
+//! use serde::{Deserialize, Serialize};
+//!
+//! #[derive(Serialize, Deserialize, Job)]
+//! #[job(queue = "emails", priority = 10, max_attempts = 5,
+//!       backoff = exponential(base = "2s", max = "1h", jitter = 0.1),
+//!       unique_key = "welcome:{user_id}", timeout = "30s")]
+//! struct SendWelcomeEmail { user_id: i64 }
+//!
+//! #[derive(Serialize, Deserialize, Default, Job)]
+//! #[job(cron = "0 3 * * *", cron_tz = "Europe/Paris", cron_catch_up = "skip")]
+//! struct NightlyReport;
+//!
+//! let job = SendWelcomeEmail { user_id: 42 };
+//! assert_eq!(SendWelcomeEmail::KIND, "SendWelcomeEmail");
+//! assert_eq!(SendWelcomeEmail::OPTIONS.queue, "emails");
+//! assert_eq!(job.unique_key().as_deref(), Some("welcome:42"));
+//! assert_eq!(NightlyReport::OPTIONS.cron.unwrap().tz, "Europe/Paris");
+//! ```
+//!
+//! ## Guarantees, in short
+//!
+//! A job is visible iff its transaction committed; it runs at least once until it
+//! succeeds, is cancelled or is dead; every write after the claim is fenced by the
+//! claim's lease token; attempts are counted at claim; bad input ends in a
+//! documented state with its reason stored, never stuck. The repository's README
+//! lists each guarantee and each bad input with its end state.
 
 extern crate self as lq_runtime;
 
@@ -63,9 +137,22 @@ mod vacuumer;
 
 pub use builder::RuntimeBuilder;
 pub use config::RuntimeConfig;
-pub use error::Error;
+pub use error::{Error, Result};
+/// What `#[derive(Job)]` expands to; not for direct use.
+#[doc(hidden)]
+pub use lq_core::__private;
+/// The SQL layer, one typed function per statement. Not a stable API: for tests
+/// and tools inside this repository.
+#[doc(hidden)]
+pub use lq_core::db;
 pub use lq_core::Error as CoreError;
-pub use lq_core::*;
+pub use lq_core::{
+    chain, chrono, control, cron, database_now, migrate, schema_version, sqlx, storable_error,
+    validate_name, AppState, Backoff, BoxError, BulkEnqueued, CatchUp, CronSpec, EnqueueOptions,
+    EnqueueTarget, Enqueued, Failure, Job, JobContext, JobDescriptor, JobError, JobOptions,
+    JobState, Perform, PerformFn, Registry, DEFAULT_LEASE, MAX_ERRORS_KEPT, MAX_ERROR_BYTES,
+    MAX_NAME_LEN, MAX_PAYLOAD_BYTES, MAX_UNIQUE_KEY_BYTES, SCHEMA_VERSION,
+};
 pub use preflight::MAX_CONCURRENCY;
 pub use runtime::Runtime;
 pub use stats::StatsSnapshot;

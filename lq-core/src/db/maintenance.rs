@@ -189,7 +189,7 @@ const RUNTIME_PRIVILEGES: &[(&str, &str)] = &[
     ("lq.schema_migrations", "SELECT"),
 ];
 
-/// The current role's name, and each privilege of [`RUNTIME_PRIVILEGES`] (plus
+/// The current role's name, and each privilege of `RUNTIME_PRIVILEGES` (plus
 /// USAGE on schema `lq` and on the job id sequence) it lacks, as `"SELECT on
 /// lq.jobs"`.
 pub async fn runtime_missing_privileges(

@@ -121,6 +121,7 @@ macro_rules! requeue_or_end {
 }
 
 pub mod claim;
+pub mod clock;
 pub mod control;
 pub mod cron;
 pub mod enqueue;
