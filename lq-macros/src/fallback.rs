@@ -66,7 +66,7 @@ mod tests {
     #[test]
     fn errors_come_with_a_placeholder_impl() {
         let out = emit_str(parse_quote!(
-            #[job(queu = "x")]
+            #[job(crate = "::lq_core", max_attempts = 0)]
             struct A;
         ));
         assert!(
