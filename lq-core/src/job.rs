@@ -154,7 +154,16 @@ pub trait Job: Serialize + DeserializeOwned + Send + Sync + 'static {
     }
 
     /// Inserts many jobs of this type in one statement (one round trip, at most one
-    /// NOTIFY). Jobs whose unique key is already live are skipped and counted.
+    /// NOTIFY). The rules:
+    ///
+    /// - Every job gets the same `opts` (queue, priority, due time, max attempts).
+    /// - All or nothing: a payload or unique key that cannot be stored anywhere in
+    ///   the batch fails the whole call before anything is written, with an error
+    ///   naming its position (`PayloadTooLarge`, `PayloadHasNul`, `InvalidUniqueKey`).
+    /// - A job whose unique key is held by a live job of this kind, or by an earlier
+    ///   job in the same batch, is skipped, not an error: [`BulkEnqueued::skipped`]
+    ///   counts them and [`BulkEnqueued::ids`] holds the inserted ones, ascending.
+    /// - On a transaction the jobs exist iff it commits, like [`Job::enqueue`].
     ///
     /// ```no_run
     /// # use lq_core::{EnqueueOptions, Job};

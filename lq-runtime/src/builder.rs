@@ -34,6 +34,31 @@ pub struct RuntimeBuilder {
     queues: Vec<(String, usize)>,
     state: AppState,
     config: RuntimeConfig,
+    /// Settings made one at a time; they win over `.config(..)` in either order.
+    set: NamedSettings,
+}
+
+/// The settings the builder has one method each for.
+#[derive(Default)]
+struct NamedSettings {
+    shutdown_grace: Option<Duration>,
+    poll_interval: Option<Duration>,
+    owner: Option<String>,
+}
+
+impl NamedSettings {
+    fn apply(self, mut config: RuntimeConfig) -> RuntimeConfig {
+        if let Some(grace) = self.shutdown_grace {
+            config.shutdown_grace = grace;
+        }
+        if let Some(every) = self.poll_interval {
+            config.poll_interval = every;
+        }
+        if let Some(owner) = self.owner {
+            config.owner = owner;
+        }
+        config
+    }
 }
 
 impl RuntimeBuilder {
@@ -43,6 +68,7 @@ impl RuntimeBuilder {
             queues: Vec::new(),
             state: AppState::default(),
             config: RuntimeConfig::default(),
+            set: NamedSettings::default(),
         }
     }
 
@@ -61,7 +87,23 @@ impl RuntimeBuilder {
         self
     }
 
-    /// Replaces every setting at once.
+    /// Sets every setting of [`RuntimeConfig`] at once. The builder's own setters
+    /// ([`shutdown_grace`](Self::shutdown_grace), [`poll_interval`](Self::poll_interval),
+    /// [`owner`](Self::owner)) win over it whether called before or after, so
+    /// nothing set one at a time is silently undone.
+    ///
+    /// ```no_run
+    /// # async fn f(pool: sqlx::PgPool) -> lq_runtime::Result<()> {
+    /// use lq_runtime::{Runtime, RuntimeConfig};
+    /// use std::time::Duration;
+    /// let runtime = Runtime::builder(pool)
+    ///     .shutdown_grace(Duration::from_secs(5)) // kept
+    ///     .config(RuntimeConfig { max_claim_batch: 100, ..RuntimeConfig::default() })
+    ///     .queue("default", 10)
+    ///     .start()
+    ///     .await?;
+    /// # runtime.shutdown().await?; Ok(()) }
+    /// ```
     pub fn config(mut self, config: RuntimeConfig) -> Self {
         self.config = config;
         self
@@ -69,14 +111,26 @@ impl RuntimeBuilder {
 
     /// How long `shutdown()` waits for running jobs (default 30 s).
     pub fn shutdown_grace(mut self, grace: Duration) -> Self {
-        self.config.shutdown_grace = grace;
+        self.set.shutdown_grace = Some(grace);
         self
     }
 
     /// Poll interval when no NOTIFY arrives (default 1 s).
     pub fn poll_interval(mut self, every: Duration) -> Self {
-        self.config.poll_interval = every;
+        self.set.poll_interval = Some(every);
         self
+    }
+
+    /// The name written into the rows this runtime leases (default
+    /// `host:pid:random`); 1-200 bytes.
+    pub fn owner(mut self, owner: impl Into<String>) -> Self {
+        self.set.owner = Some(owner.into());
+        self
+    }
+
+    /// The settings `start()` will use.
+    fn settings(&mut self) -> RuntimeConfig {
+        std::mem::take(&mut self.set).apply(self.config.clone())
     }
 
     /// Checks the setup and starts claiming.
@@ -86,7 +140,8 @@ impl RuntimeBuilder {
     /// setting cannot work, when the schema is not migrated, when the role lacks a
     /// privilege the runtime uses (naming each), or when the server could never
     /// give the runtime its connections. Warns about jobs no runtime would run.
-    pub async fn start(self) -> Result<Runtime, Error> {
+    pub async fn start(mut self) -> Result<Runtime, Error> {
+        self.config = self.settings();
         let registry = Registry::collect()?;
         if self.queues.is_empty() {
             return Err(Error::NoQueues);
@@ -230,3 +285,44 @@ async fn check_schema(pool: &PgPool, timeout: Duration) -> Result<(), Error> {
 
 /// SQLSTATE `insufficient_privilege`.
 const PERMISSION_DENIED: &str = "42501";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn builder() -> RuntimeBuilder {
+        let pool = sqlx::postgres::PgPoolOptions::new()
+            .connect_lazy("postgres://localhost/unused")
+            .expect("a lazy pool");
+        RuntimeBuilder::new(pool)
+    }
+
+    #[tokio::test]
+    async fn named_settings_survive_a_later_config() {
+        let grace = Duration::from_secs(3);
+        let mut b = builder()
+            .shutdown_grace(grace)
+            .owner("worker-a")
+            .config(RuntimeConfig {
+                max_claim_batch: 7,
+                ..RuntimeConfig::default()
+            })
+            .poll_interval(Duration::from_millis(250));
+        let c = b.settings();
+        assert_eq!(c.shutdown_grace, grace);
+        assert_eq!(c.owner, "worker-a");
+        assert_eq!(c.poll_interval, Duration::from_millis(250));
+        assert_eq!(c.max_claim_batch, 7);
+    }
+
+    #[tokio::test]
+    async fn config_alone_is_taken_whole() {
+        let config = RuntimeConfig {
+            shutdown_grace: Duration::from_secs(9),
+            ..RuntimeConfig::default()
+        };
+        let c = builder().config(config.clone()).settings();
+        assert_eq!(c.shutdown_grace, Duration::from_secs(9));
+        assert_eq!(c.owner, config.owner);
+    }
+}

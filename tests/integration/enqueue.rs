@@ -149,6 +149,24 @@ async fn bulk_enqueue_inserts_all_in_one_statement_and_skips_live_keys() {
         .await
         .unwrap();
     assert_eq!((done.ids.len(), done.skipped), (4, 1));
+
+    // A key repeated within one batch: the first takes it, the rest are skipped.
+    let orders = [10, 11, 10, 10].map(|order_id| UniqueOrder { order_id });
+    let done = UniqueOrder::enqueue_many(&db.pool, orders, EnqueueOptions::new())
+        .await
+        .unwrap();
+    assert_eq!((done.ids.len(), done.skipped), (2, 2));
+    let keys: Vec<String> =
+        sqlx::query_scalar("select unique_key from lq.jobs where id = any($1) order by id")
+            .bind(&done.ids)
+            .fetch_all(&db.pool)
+            .await
+            .unwrap();
+    assert_eq!(keys.len(), 2);
+    assert!(
+        keys.iter().any(|k| k.ends_with("10")) && keys.iter().any(|k| k.ends_with("11")),
+        "{keys:?}"
+    );
 }
 
 #[tokio::test]
