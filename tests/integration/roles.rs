@@ -87,24 +87,12 @@ impl Roles {
 
 impl Drop for Roles {
     fn drop(&mut self) {
-        let names = std::mem::take(&mut self.0);
-        // Drop cannot await: drop the roles on a thread of its own.
-        let _ = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("runtime");
-            rt.block_on(async move {
-                if let Ok(mut admin) = PgConnection::connect(&admin_url()).await {
-                    for name in names {
-                        let _ = sqlx::raw_sql(&format!("drop role if exists {name}"))
-                            .execute(&mut admin)
-                            .await;
-                    }
-                }
-            });
-        })
-        .join();
+        let drops = self
+            .0
+            .drain(..)
+            .map(|name| format!("drop role if exists {name}"))
+            .collect();
+        lq_tests::run_as_admin_from_drop(drops);
     }
 }
 

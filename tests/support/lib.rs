@@ -144,22 +144,10 @@ pub async fn finish_job(conn: &mut PgConnection, id: i64, state: &str, ago_secs:
 
 impl Drop for TestDb {
     fn drop(&mut self) {
-        let name = self.name.clone();
-        // Drop the database on a thread of its own: Drop cannot await.
-        let _ = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .expect("runtime");
-            rt.block_on(async move {
-                if let Ok(mut admin) = PgConnection::connect(&admin_url()).await {
-                    let _ = sqlx::raw_sql(&format!("drop database if exists {name} with (force)"))
-                        .execute(&mut admin)
-                        .await;
-                }
-            });
-        })
-        .join();
+        run_as_admin_from_drop(vec![format!(
+            "drop database if exists {} with (force)",
+            self.name
+        )]);
     }
 }
 
@@ -175,4 +163,23 @@ pub fn init_tracing() {
         )
         .with(logs::Capture)
         .try_init();
+}
+
+/// Runs `statements` as the admin, best effort, from a `Drop` (which cannot
+/// await): on a thread and runtime of their own, waited for.
+pub fn run_as_admin_from_drop(statements: Vec<String>) {
+    let _ = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async move {
+            if let Ok(mut admin) = PgConnection::connect(&admin_url()).await {
+                for statement in statements {
+                    let _ = sqlx::raw_sql(&statement).execute(&mut admin).await;
+                }
+            }
+        });
+    })
+    .join();
 }
