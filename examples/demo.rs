@@ -230,26 +230,25 @@ async fn summary(pool: &PgPool) -> anyhow::Result<()> {
         "  {:<4} {:<18} {:<8} {:<10} {:>8}  last error",
         "id", "kind", "queue", "state", "attempts"
     );
-    for job in lq_runtime::control::list(pool, None, None, 100)
+    for job in lq_runtime::control::list(pool, &lq_runtime::JobFilter::new(), 100)
         .await?
         .into_iter()
         .rev()
     {
-        let last = job
-            .errors
-            .as_array()
-            .and_then(|e| e.last())
-            .and_then(|e| e["error"].as_str())
-            .unwrap_or("-")
-            .to_owned();
+        let last = job.errors.last().map_or("-", |e| e.error.as_str());
         println!(
             "  {:<4} {:<18} {:<8} {:<10} {:>8}  {}",
             job.id, job.kind, job.queue, job.state, job.attempts, last
         );
     }
-    let dead = lq_runtime::control::list(pool, Some(JobState::Dead), None, 10).await?;
+    let dead = lq_runtime::control::list(
+        pool,
+        &lq_runtime::JobFilter::new().state(JobState::Dead),
+        10,
+    )
+    .await?;
     for job in dead {
-        let errors = job.errors.as_array().map_or(0, Vec::len);
+        let errors = job.errors.len();
         println!(
             "  dead job {} ({}) kept all {errors} attempts' errors; payload {}",
             job.id, job.kind, job.payload

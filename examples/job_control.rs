@@ -36,7 +36,13 @@ async fn main() -> anyhow::Result<()> {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     runtime.shutdown().await?;
-    for job in control::list(&pool, Some(JobState::Cancelled), None, 10).await? {
+    for job in control::list(
+        &pool,
+        &lq_runtime::JobFilter::new().state(JobState::Cancelled),
+        10,
+    )
+    .await?
+    {
         println!("cancelled: job {} (attempts {})", job.id, job.attempts);
     }
     control::retry_now(&pool, queued).await?;

@@ -53,20 +53,31 @@ async fn main() -> anyhow::Result<()> {
         .queue("default", 4)
         .start()
         .await?;
-    while !control::list(&pool, Some(JobState::Queued), None, 1)
+    while !control::list(
+        &pool,
+        &lq_runtime::JobFilter::new().state(JobState::Queued),
+        1,
+    )
+    .await?
+    .is_empty()
+        || !control::list(
+            &pool,
+            &lq_runtime::JobFilter::new().state(JobState::Running),
+            1,
+        )
         .await?
         .is_empty()
-        || !control::list(&pool, Some(JobState::Running), None, 1)
-            .await?
-            .is_empty()
     {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     runtime.shutdown().await?;
-    for job in control::list(&pool, None, None, 10).await? {
+    for job in control::list(&pool, &lq_runtime::JobFilter::new(), 10).await? {
         println!(
-            "{:<20} {:<9} attempts={} errors={}",
-            job.kind, job.state, job.attempts, job.errors
+            "{:<20} {:<9} attempts={} errors={:?}",
+            job.kind,
+            job.state,
+            job.attempts,
+            job.errors.iter().map(|e| &e.error).collect::<Vec<_>>()
         );
     }
     Ok(())

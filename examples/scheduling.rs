@@ -55,7 +55,7 @@ async fn main() -> anyhow::Result<()> {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     runtime.shutdown().await?;
-    for job in control::list(&pool, None, None, 10).await? {
+    for job in control::list(&pool, &lq_runtime::JobFilter::new(), 10).await? {
         println!(
             "job {} {} run_at {} attempts {}",
             job.id, job.state, job.run_at, job.attempts

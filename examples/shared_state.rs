@@ -47,9 +47,13 @@ async fn main() -> anyhow::Result<()> {
         .state(pool.clone())
         .start()
         .await?;
-    while control::list(&pool, Some(JobState::Succeeded), None, 100)
-        .await?
-        .len()
+    while control::list(
+        &pool,
+        &lq_runtime::JobFilter::new().state(JobState::Succeeded),
+        100,
+    )
+    .await?
+    .len()
         < 10
     {
         tokio::time::sleep(Duration::from_millis(20)).await;

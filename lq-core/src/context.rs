@@ -2,10 +2,11 @@
 
 use std::sync::Arc;
 
+use chrono::{DateTime, Utc};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 use uuid::Uuid;
 
-use crate::app_state::AppState;
+use crate::{app_state::AppState, cron::CronTick};
 
 /// The attempt being performed: ids, counters, shared state and a cancellation signal.
 ///
@@ -18,38 +19,44 @@ pub struct JobContext {
 }
 
 struct Inner {
-    id: i64,
-    kind: &'static str,
-    queue: String,
-    attempt: u32,
-    max_attempts: u32,
-    lease_token: Uuid,
+    job: ContextParts,
+    meta: Option<serde_json::Value>,
+    cron: Option<CronTick>,
     cancel: CancellationToken,
     state: AppState,
 }
 
+/// What the claim told the runtime about one job; the runtime builds a
+/// [`JobContext`] from it.
+#[doc(hidden)]
+#[derive(Debug, Clone)]
+pub struct ContextParts {
+    pub id: i64,
+    pub kind: &'static str,
+    pub queue: String,
+    pub attempt: u32,
+    pub max_attempts: u32,
+    pub run_at: DateTime<Utc>,
+    pub created_at: DateTime<Utc>,
+    /// The metadata as JSON text, decoded by [`JobContext::new`].
+    pub meta: Option<String>,
+    pub lease_token: Uuid,
+}
+
 impl JobContext {
     /// Builds a context; the runtime calls this once per claimed job.
-    #[allow(clippy::too_many_arguments)]
     #[doc(hidden)]
-    pub fn new(
-        id: i64,
-        kind: &'static str,
-        queue: String,
-        attempt: u32,
-        max_attempts: u32,
-        lease_token: Uuid,
-        cancel: CancellationToken,
-        state: AppState,
-    ) -> Self {
+    pub fn new(job: ContextParts, cancel: CancellationToken, state: AppState) -> Self {
+        let meta = job
+            .meta
+            .as_deref()
+            .and_then(|text| decode_meta(job.id, text));
+        let cron = meta.as_ref().and_then(CronTick::from_meta);
         Self {
             inner: Arc::new(Inner {
-                id,
-                kind,
-                queue,
-                attempt,
-                max_attempts,
-                lease_token,
+                job,
+                meta,
+                cron,
                 cancel,
                 state,
             }),
@@ -58,37 +65,75 @@ impl JobContext {
 
     /// The job's id (its row's primary key).
     pub fn id(&self) -> i64 {
-        self.inner.id
+        self.inner.job.id
     }
 
     /// The job's kind.
     pub fn kind(&self) -> &'static str {
-        self.inner.kind
+        self.inner.job.kind
     }
 
     /// The queue the job was claimed from.
     pub fn queue(&self) -> &str {
-        &self.inner.queue
+        &self.inner.job.queue
     }
 
     /// This attempt's number, from 1; counted when the job was claimed.
     pub fn attempt(&self) -> u32 {
-        self.inner.attempt
+        self.inner.job.attempt
     }
 
     /// Attempts allowed before the job is dead.
     pub fn max_attempts(&self) -> u32 {
-        self.inner.max_attempts
+        self.inner.job.max_attempts
     }
 
     /// True on the last allowed attempt.
     pub fn is_last_attempt(&self) -> bool {
-        self.inner.attempt >= self.inner.max_attempts
+        self.inner.job.attempt >= self.inner.job.max_attempts
+    }
+
+    /// When this attempt was due (database time): the enqueue's `run_at`, or the
+    /// time a retry's backoff or a snooze ended. `started - run_at` is the wait.
+    pub fn run_at(&self) -> DateTime<Utc> {
+        self.inner.job.run_at
+    }
+
+    /// When the job was enqueued (database time).
+    pub fn created_at(&self) -> DateTime<Utc> {
+        self.inner.job.created_at
+    }
+
+    /// For a recurring job, the cron tick it stands for and how many ticks it
+    /// covers (more than one for a catch-up run after downtime); `None` for a job
+    /// enqueued by hand.
+    ///
+    /// ```
+    /// # use lq_core::{JobContext, JobError};
+    /// async fn perform(ctx: &JobContext) -> Result<(), JobError> {
+    ///     if let Some(cron) = ctx.cron() {
+    ///         // Report for the hour that ended at the tick, not for "now".
+    ///         let _window_end = cron.tick;
+    ///         if cron.catch_up {
+    ///             tracing::info!(missed = cron.ticks_covered, "catching up");
+    ///         }
+    ///     }
+    ///     Ok(())
+    /// }
+    /// ```
+    pub fn cron(&self) -> Option<&CronTick> {
+        self.inner.cron.as_ref()
+    }
+
+    /// The job's free-form metadata (`lq.jobs.meta`), if it has any. Keys under
+    /// `"lq"` are litequeue's own (the cron tick, trace context).
+    pub fn meta(&self) -> Option<&serde_json::Value> {
+        self.inner.meta.as_ref()
     }
 
     /// The lease token minted by this attempt's claim.
     pub fn lease_token(&self) -> Uuid {
-        self.inner.lease_token
+        self.inner.job.lease_token
     }
 
     /// True once the attempt should stop (cancelled, lease lost, timed out or shutting down).
@@ -122,14 +167,28 @@ impl JobContext {
     }
 }
 
+/// Metadata nested deeper than serde_json decodes is left out, with a warning,
+/// rather than costing the job its run.
+fn decode_meta(id: i64, text: &str) -> Option<serde_json::Value> {
+    match serde_json::from_str(text) {
+        Ok(v) => Some(v),
+        Err(e) => {
+            tracing::warn!(id, error = %e, "job metadata could not be decoded; the handler sees none");
+            None
+        }
+    }
+}
+
 impl std::fmt::Debug for JobContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("JobContext")
-            .field("id", &self.inner.id)
-            .field("kind", &self.inner.kind)
-            .field("queue", &self.inner.queue)
-            .field("attempt", &self.inner.attempt)
-            .field("max_attempts", &self.inner.max_attempts)
+            .field("id", &self.inner.job.id)
+            .field("kind", &self.inner.job.kind)
+            .field("queue", &self.inner.job.queue)
+            .field("attempt", &self.inner.job.attempt)
+            .field("max_attempts", &self.inner.job.max_attempts)
+            .field("run_at", &self.inner.job.run_at)
+            .field("cron", &self.inner.cron)
             .finish_non_exhaustive()
     }
 }

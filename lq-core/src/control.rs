@@ -1,10 +1,12 @@
-//! Job control as library calls: inspect, list, cancel, retry.
+//! Job control as library calls: inspect, list, count, cancel, retry.
 //!
 //! ```no_run
-//! use lq_core::{control, JobState};
+//! use lq_core::{control, JobFilter, JobState};
 //! # async fn f(pool: sqlx::PgPool) -> Result<(), lq_core::Error> {
-//! for job in control::list(&pool, Some(JobState::Dead), Some("emails"), 50).await? {
-//!     println!("{} {} {}", job.id, job.kind, job.errors);
+//! let dead_emails = JobFilter::new().state(JobState::Dead).queue("emails");
+//! for job in control::list(&pool, &dead_emails, 50).await? {
+//!     let last = job.errors.last().map_or("", |e| e.error.as_str());
+//!     println!("{} {} {last}", job.id, job.kind);
 //!     control::retry_now(&pool, job.id).await?;
 //! }
 //! # Ok(()) }
@@ -14,7 +16,7 @@ use std::time::Duration;
 
 use sqlx::PgPool;
 
-use crate::{db, Error, JobState};
+use crate::{db, Error, JobFilter, JobState};
 
 pub use crate::db::control::JobRow;
 
@@ -52,18 +54,55 @@ pub async fn get(pool: &PgPool, id: i64) -> Result<JobRow, Error> {
     .await
 }
 
-/// Up to `limit` jobs, newest first, optionally filtered by state and queue.
-pub async fn list(
-    pool: &PgPool,
-    state: Option<JobState>,
-    queue: Option<&str>,
-    limit: i64,
-) -> Result<Vec<JobRow>, Error> {
-    let queue = queue.map(str::to_owned);
+/// Up to `limit` jobs matching `filter`, newest (highest id) first. For the
+/// next page, pass the last id to [`JobFilter::before_id`].
+pub async fn list(pool: &PgPool, filter: &JobFilter, limit: i64) -> Result<Vec<JobRow>, Error> {
+    let filter = filter.clone();
     pinned(pool, "job_list", |conn| {
-        Box::pin(async move { db::control::job_list(conn, state, queue.as_deref(), limit).await })
+        Box::pin(async move { db::control::job_list(conn, &filter, limit).await })
     })
     .await
+}
+
+/// How many jobs match `filter`, per queue and state, counted in the database
+/// (no rows are loaded). Counting finished jobs reads the whole history the
+/// filter allows: filter live states only (`queued`, `running`) for a cheap count.
+///
+/// ```no_run
+/// use lq_core::{control, JobFilter, JobState};
+/// # async fn f(pool: sqlx::PgPool) -> Result<(), lq_core::Error> {
+/// let live = JobFilter::new().state(JobState::Queued).state(JobState::Running);
+/// for c in control::count(&pool, &live).await? {
+///     println!("{:>12} {:>9} {}", c.queue, c.state, c.count);
+/// }
+/// # Ok(()) }
+/// ```
+pub async fn count(pool: &PgPool, filter: &JobFilter) -> Result<Vec<JobCount>, Error> {
+    let filter = filter.clone();
+    let rows = pinned(pool, "job_count", |conn| {
+        Box::pin(async move { db::control::job_count(conn, &filter).await })
+    })
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(queue, state, count)| JobCount {
+            queue,
+            state,
+            count: u64::try_from(count).unwrap_or(0),
+        })
+        .collect())
+}
+
+/// The number of jobs in one queue and state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct JobCount {
+    /// Queue.
+    pub queue: String,
+    /// State.
+    pub state: JobState,
+    /// Jobs in that queue and state.
+    pub count: u64,
 }
 
 /// Cancels a job. A queued job ends `cancelled` at once. A running job's handler

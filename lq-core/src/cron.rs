@@ -75,6 +75,44 @@ impl Schedule {
     }
 }
 
+/// The cron tick a recurring job stands for, as [`crate::JobContext::cron`]
+/// shows it. Stored in the job's `meta` as `{"lq": {"cron": {"tick", "catch_up",
+/// "ticks"}}}` by the scheduler that fired it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CronTick {
+    /// The scheduled instant (UTC) this run stands for; for a catch-up run, the
+    /// newest tick of the missed window.
+    pub tick: DateTime<Utc>,
+    /// True when this run stands for ticks missed while no runtime ran
+    /// ([`CatchUp::Once`]).
+    pub catch_up: bool,
+    /// How many scheduled ticks this run covers: 1 on time; for a catch-up run,
+    /// the number missed (counted up to 10,000).
+    pub ticks_covered: u32,
+}
+
+impl CronTick {
+    /// The job metadata that records this tick.
+    pub fn to_meta(&self) -> serde_json::Value {
+        serde_json::json!({"lq": {"cron": {
+            "tick": self.tick,
+            "catch_up": self.catch_up,
+            "ticks": self.ticks_covered,
+        }}})
+    }
+
+    /// Reads a tick back from job metadata; `None` when absent or malformed.
+    pub fn from_meta(meta: &serde_json::Value) -> Option<Self> {
+        let cron = meta.get("lq")?.get("cron")?;
+        Some(Self {
+            tick: serde_json::from_value(cron.get("tick")?.clone()).ok()?,
+            catch_up: cron.get("catch_up")?.as_bool()?,
+            ticks_covered: u32::try_from(cron.get("ticks")?.as_u64()?).ok()?,
+        })
+    }
+}
+
 /// What to fire for one kind at one moment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TickPlan {
@@ -208,8 +246,15 @@ pub async fn fire_due(
         ..FireReport::default()
     };
     for (tick, catch_up) in plan.fire {
+        let covered = if catch_up { plan.missed } else { 1 };
+        let meta = CronTick {
+            tick,
+            catch_up,
+            ticks_covered: u32::try_from(covered).unwrap_or(u32::MAX),
+        }
+        .to_meta();
         if let Some(id) =
-            db::cron::cron_tick_fire(&mut tx, kind, options, payload, tick, catch_up).await?
+            db::cron::cron_tick_fire(&mut tx, kind, options, payload, tick, catch_up, &meta).await?
         {
             report.fired.push((tick, id));
         }

@@ -27,6 +27,7 @@
 extern crate self as lq_core;
 
 mod app_state;
+mod attempt_error;
 mod backoff;
 mod clock;
 mod context;
@@ -39,6 +40,7 @@ mod error;
 mod error_text;
 mod job;
 mod job_error;
+mod job_filter;
 mod migrate;
 mod names;
 mod notify;
@@ -51,17 +53,22 @@ mod target;
 pub mod __private;
 
 pub use app_state::AppState;
+pub use attempt_error::AttemptError;
 pub use backoff::Backoff;
 /// chrono, the version whose times this API takes and returns (`run_at`, the
 /// times in `control::JobRow`): name them without a dependency of your own.
 pub use chrono;
 pub use clock::database_now;
+#[doc(hidden)]
+pub use context::ContextParts;
 pub use context::JobContext;
+pub use cron::CronTick;
 pub use enqueue::{BulkEnqueued, EnqueueOptions, Enqueued, MAX_UNIQUE_KEY_BYTES};
 pub use error::{Error, Result};
 pub use error_text::{storable_error, MAX_ERRORS_KEPT, MAX_ERROR_BYTES};
 pub use job::{CatchUp, CronSpec, Job, JobOptions, DEFAULT_LEASE, MAX_PAYLOAD_BYTES};
 pub use job_error::{chain, BoxError, Failure, JobError};
+pub use job_filter::JobFilter;
 pub use lq_macros::Job;
 pub use migrate::{migrate, schema_version, SCHEMA_VERSION};
 pub use names::{validate_name, MAX_NAME_LEN};

@@ -19,6 +19,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0004_unique_per_kind",
         include_str!("../migrations/0004_unique_per_kind.sql"),
     ),
+    (
+        "0005_operations",
+        include_str!("../migrations/0005_operations.sql"),
+    ),
 ];
 
 /// Creates or upgrades the `lq` schema. Idempotent, and safe when several processes

@@ -9,7 +9,8 @@ use std::{
 
 use futures_util::FutureExt;
 use lq_core::{
-    chain, db, db::claim::ClaimedJob, Error, Failure, JobContext, JobDescriptor, JobState,
+    chain, db, db::claim::ClaimedJob, ContextParts, Error, Failure, JobContext, JobDescriptor,
+    JobState,
 };
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn, Instrument};
@@ -121,12 +122,17 @@ async fn run(shared: Arc<Shared>, queue: String, job: ClaimedJob, mut slot: Slot
         return;
     }
     let ctx = JobContext::new(
-        job.id,
-        desc.kind,
-        queue.clone(),
-        job.attempts.max(0) as u32,
-        job.max_attempts.max(1) as u32,
-        job.lease_token,
+        ContextParts {
+            id: job.id,
+            kind: desc.kind,
+            queue: queue.clone(),
+            attempt: job.attempts.max(0) as u32,
+            max_attempts: job.max_attempts.max(1) as u32,
+            run_at: job.run_at,
+            created_at: job.created_at,
+            meta: job.meta.clone(),
+            lease_token: job.lease_token,
+        },
         cancel.clone(),
         shared.state.clone(),
     );

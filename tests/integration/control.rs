@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use lq_runtime::{control, db, CoreError as Error, Job, JobState};
+use lq_runtime::{control, db, CoreError as Error, EnqueueOptions, Job, JobFilter, JobState};
 use lq_tests::{finish_job, TestDb};
 
 use crate::jobs::{quick, start_runtime, Doomed, Ledger, Noop, Patient};
@@ -182,30 +182,116 @@ async fn retrying_a_dead_job_whose_key_is_live_again_is_refused() {
     );
 }
 
+/// Ids of the jobs `filter` lists, fetched `page` at a time through the keyset cursor.
+async fn listed(db: &TestDb, filter: &JobFilter, page: i64) -> Vec<i64> {
+    let mut filter = filter.clone();
+    let mut ids = Vec::new();
+    loop {
+        let rows = control::list(&db.pool, &filter, page).await.unwrap();
+        assert!(rows.len() as i64 <= page);
+        let Some(last) = rows.last() else { break };
+        filter = filter.before_id(last.id);
+        ids.extend(rows.iter().map(|r| r.id));
+    }
+    ids
+}
+
 #[tokio::test]
-async fn list_filters_by_state_and_queue() {
+async fn list_and_count_filter_by_state_queue_kind_id_age_and_payload() {
     let db = TestDb::new().await;
-    let a = Noop { n: 1 }.enqueue(&db.pool).await.unwrap().id;
-    let b = Noop { n: 2 }
-        .enqueue_with(&db.pool, lq_runtime::EnqueueOptions::new().queue("other"))
+    let other = EnqueueOptions::new().queue("other");
+    let mut noops = Vec::new();
+    for n in 0..7 {
+        let opts = if n % 2 == 0 {
+            EnqueueOptions::new()
+        } else {
+            other.clone()
+        };
+        noops.push(Noop { n }.enqueue_with(&db.pool, opts).await.unwrap().id);
+    }
+    let doomed = Doomed
+        .enqueue_with(&db.pool, other.clone())
         .await
         .unwrap()
         .id;
-    control::cancel(&db.pool, a).await.unwrap();
-    let cancelled: Vec<i64> = control::list(&db.pool, Some(JobState::Cancelled), None, 10)
+    control::cancel(&db.pool, noops[0]).await.unwrap();
+    control::cancel(&db.pool, noops[1]).await.unwrap();
+    db.finish(noops[2], "dead", 3600.0).await;
+    sqlx::query("update lq.jobs set created_at = now() - interval '2 hours' where id = $1")
+        .bind(noops[3])
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let desc = |mut v: Vec<i64>| {
+        v.sort_unstable_by(|a, b| b.cmp(a));
+        v
+    };
+
+    // Every job, newest first, whatever the page size.
+    let mut all = noops.clone();
+    all.push(doomed);
+    for page in [1, 2, 3, 100] {
+        assert_eq!(
+            listed(&db, &JobFilter::new(), page).await,
+            desc(all.clone())
+        );
+    }
+    let cancelled = JobFilter::new().state(JobState::Cancelled);
+    assert_eq!(
+        listed(&db, &cancelled, 10).await,
+        desc(vec![noops[0], noops[1]])
+    );
+    let finished = cancelled.clone().state(JobState::Dead);
+    assert_eq!(listed(&db, &finished, 10).await, desc(noops[..3].to_vec()));
+    let queued_other = JobFilter::new().state(JobState::Queued).queue("other");
+    assert_eq!(
+        listed(&db, &queued_other, 2).await,
+        desc(vec![noops[3], noops[5], doomed])
+    );
+    let by_kind = JobFilter::new().kind(Doomed::KIND);
+    assert_eq!(listed(&db, &by_kind, 10).await, vec![doomed]);
+    let range = JobFilter::new().id_range(noops[2], noops[4]);
+    assert_eq!(listed(&db, &range, 10).await, desc(noops[2..=4].to_vec()));
+    let old = JobFilter::new().older_than(Duration::from_secs(3600));
+    assert_eq!(listed(&db, &old, 10).await, vec![noops[3]]);
+    let young = JobFilter::new()
+        .newer_than(Duration::from_secs(3600))
+        .queue("other");
+    assert_eq!(
+        listed(&db, &young, 10).await,
+        desc(vec![noops[1], noops[5], doomed])
+    );
+    let payload = JobFilter::new().payload_contains(serde_json::json!({"n": 6}));
+    assert_eq!(listed(&db, &payload, 10).await, vec![noops[6]]);
+    let nothing = JobFilter::new().meta_contains(serde_json::json!({"tag": "x"}));
+    assert!(listed(&db, &nothing, 10).await.is_empty());
+
+    // Counts per queue and state, in the database.
+    let counts: Vec<(String, JobState, u64)> = control::count(&db.pool, &JobFilter::new())
         .await
         .unwrap()
-        .iter()
-        .map(|j| j.id)
+        .into_iter()
+        .map(|c| (c.queue, c.state, c.count))
         .collect();
-    assert_eq!(cancelled, vec![a]);
-    let other: Vec<i64> = control::list(&db.pool, None, Some("other"), 10)
-        .await
-        .unwrap()
-        .iter()
-        .map(|j| j.id)
-        .collect();
-    assert_eq!(other, vec![b]);
+    let q = |name: &str, state, n| (name.to_owned(), state, n);
+    assert_eq!(
+        counts,
+        vec![
+            q("default", JobState::Queued, 2),
+            q("default", JobState::Dead, 1),
+            q("default", JobState::Cancelled, 1),
+            q("other", JobState::Queued, 3),
+            q("other", JobState::Cancelled, 1),
+        ]
+    );
+    let live_noops = control::count(
+        &db.pool,
+        &JobFilter::new().kind(Noop::KIND).state(JobState::Queued),
+    )
+    .await
+    .unwrap();
+    let total: u64 = live_noops.iter().map(|c| c.count).sum();
+    assert_eq!(total, 4);
 }
 
 #[tokio::test]

@@ -56,15 +56,8 @@ async fn drain_and_stop(db: &TestDb, rt: Runtime) {
 async fn errors_of(db: &TestDb, id: i64) -> Vec<(i64, String)> {
     let row = lq_runtime::control::get(&db.pool, id).await.unwrap();
     row.errors
-        .as_array()
-        .expect("errors is an array")
-        .iter()
-        .map(|e| {
-            (
-                e["attempt"].as_i64().unwrap(),
-                e["error"].as_str().unwrap().to_owned(),
-            )
-        })
+        .into_iter()
+        .map(|e| (i64::from(e.attempt), e.error))
         .collect()
 }
 
@@ -761,9 +754,13 @@ async fn control_shows_a_payload_nested_5000_levels_deep() {
     assert_eq!(row.payload.get(), deep_text);
     assert!(row.payload_value().is_err(), "serde_json's depth limit");
 
-    let dead = lq_runtime::control::list(&db.pool, Some(JobState::Dead), None, 100)
-        .await
-        .unwrap();
+    let dead = lq_runtime::control::list(
+        &db.pool,
+        &lq_runtime::JobFilter::new().state(JobState::Dead),
+        100,
+    )
+    .await
+    .unwrap();
     let ids: Vec<i64> = dead.iter().map(|r| r.id).collect();
     assert_eq!(ids, vec![deep, shallow], "newest first, dead only");
     assert_eq!(dead[0].payload.get(), deep_text);
@@ -773,9 +770,13 @@ async fn control_shows_a_payload_nested_5000_levels_deep() {
         serde_json::json!({ "a": [1, 2] })
     );
 
-    let all = lq_runtime::control::list(&db.pool, None, Some("hostile_deep"), 100)
-        .await
-        .unwrap();
+    let all = lq_runtime::control::list(
+        &db.pool,
+        &lq_runtime::JobFilter::new().queue("hostile_deep"),
+        100,
+    )
+    .await
+    .unwrap();
     assert_eq!(all.len(), 3);
     for row in all.iter().filter(|r| r.id != deep) {
         assert!(row.payload_value().is_ok(), "job {}", row.id);

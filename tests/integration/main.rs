@@ -1,6 +1,7 @@
 //! Integration tests against a real PostgreSQL; each test has its own database.
 
 mod claim_ahead;
+mod context;
 mod control;
 mod cron;
 mod enqueue;

@@ -13,12 +13,7 @@ const LIMIT: Duration = Duration::from_secs(30);
 
 async fn errors_of(db: &TestDb, id: i64) -> Vec<String> {
     let row = lq_runtime::control::get(&db.pool, id).await.unwrap();
-    row.errors
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["error"].as_str().unwrap().to_owned())
-        .collect()
+    row.errors.into_iter().map(|e| e.error).collect()
 }
 
 #[tokio::test]
@@ -88,13 +83,7 @@ async fn a_job_that_always_fails_is_dead_after_max_attempts_with_every_error_kep
         errors_of(&db, id).await,
         vec!["doomed attempt 1", "doomed attempt 2", "doomed attempt 3"]
     );
-    let attempts: Vec<i64> = row
-        .errors
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["attempt"].as_i64().unwrap())
-        .collect();
+    let attempts: Vec<u32> = row.errors.iter().map(|e| e.attempt).collect();
     assert_eq!(attempts, vec![1, 2, 3]);
 }
 

@@ -726,11 +726,17 @@ async fn a_hostile_search_path_runs_no_function_of_another_role() {
     }
     let dead = control::get(&app, failing_id).await.unwrap();
     assert_eq!(dead.payload_as::<HijackProbe>().unwrap(), failing);
-    assert_eq!(dead.errors[0]["attempt"], 1);
-    assert_eq!(dead.errors[0]["error"], "not allowed yet");
-    let listed = control::list(&app, Some(JobState::Dead), Some("roles_hijack_q"), 10)
-        .await
-        .unwrap();
+    assert_eq!(dead.errors[0].attempt, 1);
+    assert_eq!(dead.errors[0].error, "not allowed yet");
+    let listed = control::list(
+        &app,
+        &lq_runtime::JobFilter::new()
+            .state(JobState::Dead)
+            .queue("roles_hijack_q"),
+        10,
+    )
+    .await
+    .unwrap();
     assert_eq!(
         listed.iter().map(|r| r.id).collect::<Vec<_>>(),
         vec![failing_id]
@@ -763,7 +769,9 @@ async fn a_hostile_search_path_runs_no_function_of_another_role() {
             JobState::Cancelled
         );
     }
-    let all = control::list(&app, None, None, 100).await.unwrap();
+    let all = control::list(&app, &lq_runtime::JobFilter::new(), 100)
+        .await
+        .unwrap();
     assert_eq!(all.len(), sent.len() + 2 + unique_ids.len());
     control::oldest_transaction_age(&app).await.unwrap();
 
@@ -1149,9 +1157,13 @@ async fn least_privilege_migrator_producer_and_worker_run_every_job() {
         .execute(&migrator_pool)
         .await
         .unwrap();
-    let dead = control::list(&worker_pool, Some(JobState::Dead), None, 10)
-        .await
-        .unwrap();
+    let dead = control::list(
+        &worker_pool,
+        &lq_runtime::JobFilter::new().state(JobState::Dead),
+        10,
+    )
+    .await
+    .unwrap();
     assert_eq!(dead.iter().map(|r| r.id).collect::<Vec<_>>(), vec![doomed]);
     control::retry_now(&worker_pool, doomed).await.unwrap();
     wait_state(&db, doomed, "dead").await;

@@ -240,7 +240,7 @@ async fn a_job_that_keeps_killing_its_worker_goes_dead_after_max_attempts() {
     }
     let row = lq_runtime::control::get(&db.pool, id).await.unwrap();
     assert_eq!((row.state, row.attempts), (lq_runtime::JobState::Dead, 2));
-    assert_eq!(row.errors.as_array().unwrap().len(), 2);
+    assert_eq!(row.errors.len(), 2);
 }
 
 /// Holds its lease (1 s) until cancelled: only heartbeats keep it.

@@ -34,7 +34,7 @@ async fn unfinished_jobs_go_back_to_the_queue_without_spending_an_attempt() {
         let row = lq_runtime::control::get(&db.pool, id).await.unwrap();
         assert_eq!((row.state, row.attempts), (JobState::Queued, 0), "job {id}");
         assert!(row.lease_owner.is_none());
-        assert!(row.errors.as_array().unwrap().is_empty());
+        assert!(row.errors.is_empty());
     }
 }
 

@@ -1,5 +1,6 @@
 //! The claim: one statement that takes a batch of ready jobs and leases them.
 
+use chrono::{DateTime, Utc};
 use sqlx::PgConnection;
 use uuid::Uuid;
 
@@ -21,6 +22,12 @@ pub struct ClaimedJob {
     pub max_attempts: i32,
     /// The lease token minted by this claim; every later write must present it.
     pub lease_token: Uuid,
+    /// When the attempt was due.
+    pub run_at: DateTime<Utc>,
+    /// When the job was enqueued.
+    pub created_at: DateTime<Utc>,
+    /// The job's metadata as JSON text, if any.
+    pub meta: Option<String>,
 }
 
 /// Claims up to `limit` ready jobs of `kinds` from `queue`, best first.
@@ -55,7 +62,8 @@ pub async fn job_claim(
              lease_token = gen_random_uuid(), lease_owner = $4,
              lease_expires_at = now() + make_interval(secs => ($5::float8[])[array_position($2::text[], j.kind)])
          where j.id = any(array(select id from picked))
-         returning j.id, j.kind, j.payload::text as payload, j.attempts, j.max_attempts, j.lease_token",
+         returning j.id, j.kind, j.payload::text as payload, j.attempts, j.max_attempts, j.lease_token,
+                   j.run_at, j.created_at, j.meta::text as meta",
     )
     .bind(queue)
     .bind(kinds)

@@ -1,10 +1,10 @@
 //! Statements behind job control: inspect, cancel, retry.
 
 use chrono::{DateTime, Utc};
-use sqlx::PgConnection;
+use sqlx::{PgConnection, Postgres, QueryBuilder};
 
 use super::err;
-use crate::{Error, JobState};
+use crate::{AttemptError, Error, JobFilter, JobState};
 
 /// A job row as control calls show it.
 #[derive(Debug, Clone)]
@@ -37,8 +37,12 @@ pub struct JobRow {
     pub lease_owner: Option<String>,
     /// Lease expiry, while running.
     pub lease_expires_at: Option<DateTime<Utc>>,
-    /// One `{"attempt", "at", "error"}` object per failed attempt.
-    pub errors: serde_json::Value,
+    /// Every failed attempt kept, oldest first (at most [`crate::MAX_ERRORS_KEPT`]).
+    pub errors: Vec<AttemptError>,
+    /// Free-form metadata (the cron tick a recurring job stands for, trace
+    /// context, tags), as JSON text like the payload; [`JobRow::meta_value`]
+    /// decodes it.
+    pub meta: Option<Box<serde_json::value::RawValue>>,
     /// Enqueue time.
     pub created_at: DateTime<Utc>,
     /// Start of the latest attempt.
@@ -56,6 +60,11 @@ impl JobRow {
         serde_json::from_str(self.payload.get())
     }
 
+    /// The metadata as a JSON value, if the job has any.
+    pub fn meta_value(&self) -> Option<Result<serde_json::Value, serde_json::Error>> {
+        self.meta.as_ref().map(|m| serde_json::from_str(m.get()))
+    }
+
     /// The payload decoded into `T`, usually the job's own type.
     pub fn payload_as<T: serde::de::DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
         serde_json::from_str(self.payload.get())
@@ -65,14 +74,24 @@ impl JobRow {
 impl<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow> for JobRow {
     fn from_row(row: &'r sqlx::postgres::PgRow) -> Result<Self, sqlx::Error> {
         use sqlx::Row;
-        let text: String = row.try_get("payload")?;
         // Validation of raw JSON text keeps no stack per level, so any depth passes.
-        let payload = serde_json::value::RawValue::from_string(text).map_err(|e| {
-            sqlx::Error::ColumnDecode {
-                index: "payload".to_owned(),
+        let raw = |column: &str, text: String| {
+            serde_json::value::RawValue::from_string(text).map_err(|e| sqlx::Error::ColumnDecode {
+                index: column.to_owned(),
                 source: Box::new(e),
-            }
-        })?;
+            })
+        };
+        let payload = raw("payload", row.try_get("payload")?)?;
+        let meta = match row.try_get::<Option<String>, _>("meta")? {
+            Some(text) => Some(raw("meta", text)?),
+            None => None,
+        };
+        let errors_text: String = row.try_get("errors")?;
+        let errors = match serde_json::from_str(&errors_text) {
+            Ok(value) => AttemptError::list_from_json(&value),
+            // Deeper than serde_json decodes (written by hand): kept as text.
+            Err(_) => AttemptError::list_from_json(&serde_json::Value::String(errors_text)),
+        };
         Ok(Self {
             id: row.try_get("id")?,
             kind: row.try_get("kind")?,
@@ -86,7 +105,8 @@ impl<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow> for JobRow {
             unique_key: row.try_get("unique_key")?,
             lease_owner: row.try_get("lease_owner")?,
             lease_expires_at: row.try_get("lease_expires_at")?,
-            errors: row.try_get("errors")?,
+            errors,
+            meta,
             created_at: row.try_get("created_at")?,
             started_at: row.try_get("started_at")?,
             finished_at: row.try_get("finished_at")?,
@@ -95,38 +115,109 @@ impl<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow> for JobRow {
     }
 }
 
-const COLUMNS: &str =
-    "id, kind, queue, priority, payload::text as payload, state, run_at, attempts,
-     max_attempts, unique_key, lease_owner, lease_expires_at, errors, created_at, started_at,
-     finished_at, cancel_requested_at";
+/// The columns of a [`JobRow`] read from `source` (a table or `lq.all_jobs`).
+fn columns(source: &str) -> &'static str {
+    if source == "lq.finished_jobs" {
+        "id, kind, queue, priority, payload::text as payload, state, run_at, attempts,
+         max_attempts, unique_key, lease_owner, null::timestamptz as lease_expires_at,
+         errors::text as errors, created_at, started_at, finished_at, cancel_requested_at,
+         meta::text as meta"
+    } else {
+        "id, kind, queue, priority, payload::text as payload, state, run_at, attempts,
+         max_attempts, unique_key, lease_owner, lease_expires_at, errors::text as errors,
+         created_at, started_at, finished_at, cancel_requested_at, meta::text as meta"
+    }
+}
 
 /// One job by id.
 pub async fn job_get(conn: &mut PgConnection, id: i64) -> Result<Option<JobRow>, Error> {
-    sqlx::query_as(&format!("select {COLUMNS} from lq.all_jobs where id = $1"))
-        .bind(id)
-        .fetch_optional(&mut *conn)
-        .await
-        .map_err(err("job_get"))
+    let source = "lq.all_jobs";
+    sqlx::query_as(&format!(
+        "select {} from {source} where id = $1",
+        columns(source)
+    ))
+    .bind(id)
+    .fetch_optional(&mut *conn)
+    .await
+    .map_err(err("job_get"))
 }
 
-/// Jobs filtered by state and queue (either may be `None`), newest first.
+/// Appends `filter`'s conditions as a `where` clause, every value bound. Only
+/// the conditions set are written, so each filter's shape gets a plan of its own.
+fn push_where(q: &mut QueryBuilder<'_, Postgres>, filter: &JobFilter) {
+    q.push(" where true");
+    if !filter.states.is_empty() {
+        let names: Vec<&'static str> = filter.states.iter().map(|s| s.as_str()).collect();
+        q.push(" and state = any(")
+            .push_bind(names)
+            .push("::text[]::lq.job_state[])");
+    }
+    if !filter.queues.is_empty() {
+        q.push(" and queue = any(")
+            .push_bind(filter.queues.clone())
+            .push(")");
+    }
+    if !filter.kinds.is_empty() {
+        q.push(" and kind = any(")
+            .push_bind(filter.kinds.clone())
+            .push(")");
+    }
+    if let Some(id) = filter.min_id {
+        q.push(" and id >= ").push_bind(id);
+    }
+    if let Some(id) = filter.max_id {
+        q.push(" and id <= ").push_bind(id);
+    }
+    if let Some(id) = filter.before_id {
+        q.push(" and id < ").push_bind(id);
+    }
+    if let Some(age) = filter.older_than {
+        q.push(" and created_at <= now() - make_interval(secs => ")
+            .push_bind(age.as_secs_f64())
+            .push(")");
+    }
+    if let Some(age) = filter.newer_than {
+        q.push(" and created_at >= now() - make_interval(secs => ")
+            .push_bind(age.as_secs_f64())
+            .push(")");
+    }
+    if let Some(json) = &filter.payload_contains {
+        q.push(" and payload @> ").push_bind(json.clone());
+    }
+    if let Some(json) = &filter.meta_contains {
+        q.push(" and meta @> ").push_bind(json.clone());
+    }
+}
+
+/// Up to `limit` jobs matching `filter`, newest (highest id) first.
 pub async fn job_list(
     conn: &mut PgConnection,
-    state: Option<JobState>,
-    queue: Option<&str>,
+    filter: &JobFilter,
     limit: i64,
 ) -> Result<Vec<JobRow>, Error> {
-    sqlx::query_as(&format!(
-        "select {COLUMNS} from lq.all_jobs
-         where ($1::lq.job_state is null or state = $1) and ($2::text is null or queue = $2)
-         order by id desc limit $3"
-    ))
-    .bind(state)
-    .bind(queue)
-    .bind(limit)
-    .fetch_all(&mut *conn)
-    .await
-    .map_err(err("job_list"))
+    let source = filter.source();
+    let mut q = QueryBuilder::new(format!("select {} from {source}", columns(source)));
+    push_where(&mut q, filter);
+    q.push(" order by id desc limit ").push_bind(limit);
+    q.build_query_as()
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(err("job_list"))
+}
+
+/// How many jobs match `filter`, per queue and state; no rows are loaded.
+pub async fn job_count(
+    conn: &mut PgConnection,
+    filter: &JobFilter,
+) -> Result<Vec<(String, JobState, i64)>, Error> {
+    let source = filter.source();
+    let mut q = QueryBuilder::new(format!("select queue, state, count(*) from {source}"));
+    push_where(&mut q, filter);
+    q.push(" group by queue, state order by queue, state");
+    q.build_query_as()
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(err("job_count"))
 }
 
 /// Cancels a job: a queued one ends `cancelled` now; a running one is flagged and
@@ -175,11 +266,11 @@ pub async fn job_retry_now(conn: &mut PgConnection, id: i64) -> Result<Option<Jo
          ),
          requeued as (
              insert into lq.jobs (id, kind, queue, priority, payload, state, run_at, attempts,
-                 max_attempts, unique_key, errors, created_at, started_at)
+                 max_attempts, unique_key, errors, created_at, started_at, meta)
              overriding system value
              select id, kind, queue, priority, payload, 'queued', now(), 0,
                  max_attempts, unique_key, jsonb_path_query_array(errors, '$[last - 19 to last]'),
-                 created_at, started_at
+                 created_at, started_at, meta
              from old
              returning id
          )

@@ -46,6 +46,7 @@ pub async fn cron_tick_fire(
     payload: &str,
     tick: DateTime<Utc>,
     catch_up: bool,
+    meta: &serde_json::Value,
 ) -> Result<Option<i64>, Error> {
     sqlx::query_scalar(
         "with new_id as (select nextval(pg_get_serial_sequence('lq.jobs', 'id')) as id),
@@ -55,9 +56,9 @@ pub async fn cron_tick_fire(
              on conflict do nothing
              returning job_id
          ), job as (
-             insert into lq.jobs (id, kind, queue, priority, payload, max_attempts)
+             insert into lq.jobs (id, kind, queue, priority, payload, max_attempts, meta)
              overriding system value
-             select tick.job_id, $1, $2, $3, $4::jsonb, $6 from tick
+             select tick.job_id, $1, $2, $3, $4::jsonb, $6, $8 from tick
              returning id
          )
          select id from job
@@ -70,6 +71,7 @@ pub async fn cron_tick_fire(
     .bind(tick)
     .bind(options.max_attempts.min(i32::MAX as u32) as i32)
     .bind(catch_up)
+    .bind(meta)
     .fetch_optional(&mut *conn)
     .await
     .map_err(err("cron_tick_fire"))

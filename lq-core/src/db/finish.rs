@@ -106,7 +106,7 @@ pub async fn job_quarantine(
                         else j.lease_token = $2 end
              returning j.*, 'dead'::lq.job_state as final_state,
                  jsonb_build_array(jsonb_build_object('attempt', j.attempts, 'at', now(),
-                     'error', $3::text)) as final_errors
+                     'worker', j.lease_owner, 'error', $3::text)) as final_errors
          ),
          ",
         archive_moved!(),
@@ -139,7 +139,7 @@ pub async fn job_fail(
                       when $4::float8 is null or attempts >= max_attempts then 'dead'
                       else 'queued' end::lq.job_state as next,
                  ",
-        append_error!("errors", "attempts", "$3::text"),
+        append_error!("errors", "attempts", "lease_owner", "$3::text"),
         " as next_errors
              from lq.jobs
              where id = $1 and lease_token = $2 and state = 'running'
@@ -202,7 +202,7 @@ pub async fn job_cancel_own(
              where id = $1 and lease_token = $2 and state = 'running'
              returning j.*, 'cancelled'::lq.job_state as final_state,
                  ",
-        append_error!("j.errors", "j.attempts", "$3::text"),
+        append_error!("j.errors", "j.attempts", "j.lease_owner", "$3::text"),
         " as final_errors
          ),
          ",

@@ -61,6 +61,7 @@ pub async fn job_rescue_expired(
         append_error!(
             "errors",
             "attempts",
+            "lease_owner",
             "'lease expired: worker ' || coalesce(lease_owner, '?') || ' stopped heartbeating'"
         ),
         " as next_errors

@@ -58,6 +58,7 @@ pub async fn job_bury_unknown_kinds(
         append_error!(
             "j.errors",
             "j.attempts",
+            "null",
             "'unknown kind ' || j.kind || ': no job type with this kind is registered by the runtimes serving queue ' || j.queue"
         ),
         " as final_errors

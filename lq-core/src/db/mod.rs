@@ -50,7 +50,8 @@ macro_rules! archive_moved {
                  max_attempts = excluded.max_attempts, unique_key = excluded.unique_key,
                  lease_owner = excluded.lease_owner, cancel_requested_at = excluded.cancel_requested_at,
                  errors = excluded.errors, created_at = excluded.created_at,
-                 started_at = excluded.started_at, finished_at = excluded.finished_at
+                 started_at = excluded.started_at, finished_at = excluded.finished_at,
+                 meta = excluded.meta
              returning id, state
          )"
         )
@@ -64,25 +65,28 @@ macro_rules! archive_moved_fast {
         "archived as (
              insert into lq.finished_jobs (id, kind, queue, priority, payload, state, run_at,
                  attempts, max_attempts, unique_key, lease_owner, cancel_requested_at, errors, created_at,
-                 started_at, finished_at)
+                 started_at, finished_at, meta)
              select id, kind, queue, priority, payload, final_state, run_at,
                  attempts, max_attempts, unique_key, lease_owner, cancel_requested_at, final_errors, created_at,
-                 started_at, now()
+                 started_at, now(), meta
              from moved"
     };
 }
 
-/// `$errors` with one more `{"attempt", "at", "error"}` entry, keeping the newest
-/// `MAX_ERRORS_KEPT` (20) entries, so a job's history stays bounded however often
-/// it fails (and a history grown large before the bound shrinks at the next write).
+/// `$errors` with one more `{"attempt", "at", "worker", "error"}` entry (see
+/// [`crate::AttemptError`]), keeping the newest `MAX_ERRORS_KEPT` (20) entries,
+/// so a job's history stays bounded however often it fails (and a history grown
+/// large before the bound shrinks at the next write).
 macro_rules! append_error {
-    ($errors:literal, $attempt:literal, $text:literal) => {
+    ($errors:literal, $attempt:literal, $worker:literal, $text:literal) => {
         concat!(
             "jsonb_path_query_array(",
             $errors,
             " || jsonb_build_array(jsonb_build_object('attempt', ",
             $attempt,
-            ", 'at', now(), 'error', ",
+            ", 'at', now(), 'worker', ",
+            $worker,
+            ", 'error', ",
             $text,
             ")), '$[last - 19 to last]')"
         )

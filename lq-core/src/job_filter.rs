@@ -1,0 +1,160 @@
+//! [`JobFilter`]: which jobs a control call looks at.
+
+use std::time::Duration;
+
+use crate::JobState;
+
+/// Which jobs a control call lists, counts or acts on. Every condition set must
+/// hold; an empty filter matches every job, live and finished.
+///
+/// Listing is newest first with keyset paging: pass the last id of one page to
+/// [`JobFilter::before_id`] to get the next.
+///
+/// ```no_run
+/// use lq_core::{control, JobFilter, JobState};
+/// # async fn f(pool: sqlx::PgPool) -> Result<(), lq_core::Error> {
+/// let mut filter = JobFilter::new()
+///     .state(JobState::Dead)
+///     .queue("emails")
+///     .kind("send_welcome_email")
+///     .payload_contains(serde_json::json!({"user_id": 42}));
+/// loop {
+///     let page = control::list(&pool, &filter, 100).await?;
+///     let Some(last) = page.last() else { break };
+///     filter = filter.before_id(last.id);
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct JobFilter {
+    /// Any of these states (empty: any state).
+    pub states: Vec<JobState>,
+    /// Any of these queues (empty: any queue).
+    pub queues: Vec<String>,
+    /// Any of these kinds (empty: any kind).
+    pub kinds: Vec<String>,
+    /// Ids at least this.
+    pub min_id: Option<i64>,
+    /// Ids at most this.
+    pub max_id: Option<i64>,
+    /// Ids below this: the keyset cursor of the next page.
+    pub before_id: Option<i64>,
+    /// Enqueued at least this long ago (database time).
+    pub older_than: Option<Duration>,
+    /// Enqueued at most this long ago (database time).
+    pub newer_than: Option<Duration>,
+    /// Payload contains this JSON (PostgreSQL's `@>`).
+    pub payload_contains: Option<serde_json::Value>,
+    /// Metadata contains this JSON (PostgreSQL's `@>`).
+    pub meta_contains: Option<serde_json::Value>,
+}
+
+impl JobFilter {
+    /// A filter matching every job.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Also matches jobs in `state` (states accumulate).
+    pub fn state(mut self, state: JobState) -> Self {
+        self.states.push(state);
+        self
+    }
+
+    /// Also matches jobs in `queue` (queues accumulate).
+    pub fn queue(mut self, queue: impl Into<String>) -> Self {
+        self.queues.push(queue.into());
+        self
+    }
+
+    /// Also matches jobs of `kind` (kinds accumulate).
+    pub fn kind(mut self, kind: impl Into<String>) -> Self {
+        self.kinds.push(kind.into());
+        self
+    }
+
+    /// Only ids in `min..=max`.
+    pub fn id_range(mut self, min: i64, max: i64) -> Self {
+        self.min_id = Some(min);
+        self.max_id = Some(max);
+        self
+    }
+
+    /// Only ids below `id` (the next page after a page ending at `id`).
+    pub fn before_id(mut self, id: i64) -> Self {
+        self.before_id = Some(id);
+        self
+    }
+
+    /// Only jobs enqueued at least `age` ago.
+    pub fn older_than(mut self, age: Duration) -> Self {
+        self.older_than = Some(age);
+        self
+    }
+
+    /// Only jobs enqueued at most `age` ago.
+    pub fn newer_than(mut self, age: Duration) -> Self {
+        self.newer_than = Some(age);
+        self
+    }
+
+    /// Only jobs whose payload contains `json` (`{"user_id": 42}` matches any
+    /// payload with that field and value).
+    pub fn payload_contains(mut self, json: serde_json::Value) -> Self {
+        self.payload_contains = Some(json);
+        self
+    }
+
+    /// Only jobs whose metadata contains `json`.
+    pub fn meta_contains(mut self, json: serde_json::Value) -> Self {
+        self.meta_contains = Some(json);
+        self
+    }
+
+    /// Which tables can hold a match: a filter on live states only never reads
+    /// the history, one on final states only never reads the queue table.
+    pub(crate) fn source(&self) -> &'static str {
+        let live = self.states.iter().any(|s| s.is_live());
+        let finished = self.states.iter().any(|s| !s.is_live());
+        match (live, finished) {
+            (true, false) => "lq.jobs",
+            (false, true) => "lq.finished_jobs",
+            _ => "lq.all_jobs",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn states_choose_the_tables_read() {
+        assert_eq!(JobFilter::new().source(), "lq.all_jobs");
+        let live = JobFilter::new()
+            .state(JobState::Queued)
+            .state(JobState::Running);
+        assert_eq!(live.source(), "lq.jobs");
+        assert_eq!(
+            JobFilter::new().state(JobState::Dead).source(),
+            "lq.finished_jobs"
+        );
+        let both = JobFilter::new()
+            .state(JobState::Dead)
+            .state(JobState::Queued);
+        assert_eq!(both.source(), "lq.all_jobs");
+    }
+
+    #[test]
+    fn conditions_accumulate() {
+        let f = JobFilter::new()
+            .queue("a")
+            .queue("b")
+            .kind("k")
+            .id_range(1, 9);
+        assert_eq!(f.queues, ["a", "b"]);
+        assert_eq!(f.kinds, ["k"]);
+        assert_eq!((f.min_id, f.max_id), (Some(1), Some(9)));
+    }
+}
