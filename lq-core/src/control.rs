@@ -1,4 +1,6 @@
-//! Job control as library calls: inspect, list, count, cancel, retry.
+//! Job control as library calls: inspect, list, count, cancel and retry jobs;
+//! pause, resume and survey queues. Every tool (the CLI, the dashboard) is built
+//! on these, so each behaves the same everywhere.
 //!
 //! ```no_run
 //! use lq_core::{control, JobFilter, JobState};
@@ -19,6 +21,9 @@ use sqlx::PgPool;
 use crate::{db, Error, JobFilter, JobState};
 
 pub use crate::db::control::JobRow;
+pub use queues::{pause_queue, queues, resume_queue, Paused, QueueInfo};
+
+mod queues;
 
 /// Bound on each control call.
 const CONTROL_TIMEOUT: Duration = Duration::from_secs(30);

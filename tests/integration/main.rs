@@ -9,6 +9,7 @@ mod hostile;
 mod jobs;
 mod migrate;
 mod outcomes;
+mod queues;
 mod roles;
 mod runtime;
 mod shutdown;

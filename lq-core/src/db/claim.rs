@@ -30,7 +30,8 @@ pub struct ClaimedJob {
     pub meta: Option<String>,
 }
 
-/// Claims up to `limit` ready jobs of `kinds` from `queue`, best first.
+/// Claims up to `limit` ready jobs of `kinds` from `queue`, best first; none
+/// while the queue is paused (`lq.queues`, one index probe per claim).
 ///
 /// The locking select is a materialised CTE, so it runs once and can never claim
 /// more than `limit` rows. `lease_secs[i]` is the lease for `kinds[i]`. The attempt
@@ -53,6 +54,7 @@ pub async fn job_claim(
         "with picked as materialized (
              select id from lq.jobs
              where state = 'queued' and queue = $1 and run_at <= now() and kind = any($2)
+               and not exists (select from lq.queues q where q.name = $1 and q.paused_at is not null)
              order by priority desc, run_at, id
              limit $3
              for update skip locked

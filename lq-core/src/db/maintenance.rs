@@ -188,6 +188,7 @@ const RUNTIME_PRIVILEGES: &[(&str, &str)] = &[
     ("lq.cron_ticks", "INSERT"),
     ("lq.cron_ticks", "DELETE"),
     ("lq.schema_migrations", "SELECT"),
+    ("lq.queues", "SELECT"),
 ];
 
 /// The current role's name, and each privilege of `RUNTIME_PRIVILEGES` (plus

@@ -133,6 +133,7 @@ pub mod finish;
 pub mod lease;
 pub mod maintenance;
 pub mod migration;
+pub mod queues;
 
 /// Name of the NOTIFY channel whose payload is a queue name with new work.
 pub const JOBS_CHANNEL: &str = "lq_jobs";

@@ -1,0 +1,129 @@
+//! Queue control: pause, resume, and an overview of every queue.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use sqlx::PgPool;
+
+use super::pinned;
+use crate::{db, validate_name, Error};
+
+/// Longest `paused_by` note kept, in bytes.
+const MAX_PAUSED_BY_BYTES: usize = 200;
+
+/// Pauses `queue` in every runtime: no claim takes a job from it once this
+/// returns, and it stays paused across restarts until [`resume_queue`]. Jobs
+/// already running finish. `by` records who paused it (an operator's name or a
+/// tool's). A queue no runtime has seen yet can be paused ahead. Returns `false`
+/// when it was already paused.
+///
+/// ```no_run
+/// use lq_core::control;
+/// # async fn f(pool: sqlx::PgPool) -> Result<(), lq_core::Error> {
+/// control::pause_queue(&pool, "emails", "alice: mail provider outage").await?;
+/// // ... later
+/// control::resume_queue(&pool, "emails").await?;
+/// # Ok(()) }
+/// ```
+pub async fn pause_queue(pool: &PgPool, queue: &str, by: &str) -> Result<bool, Error> {
+    validate_name("queue", queue)?;
+    let (queue, by) = (queue.to_owned(), storable_note(by));
+    pinned(pool, "queue_pause", |conn| {
+        Box::pin(async move { db::queues::queue_pause(conn, &queue, &by).await })
+    })
+    .await
+}
+
+/// Resumes a paused `queue`; its runtimes are woken at once. Returns `false` when
+/// it was not paused.
+pub async fn resume_queue(pool: &PgPool, queue: &str) -> Result<bool, Error> {
+    validate_name("queue", queue)?;
+    let queue = queue.to_owned();
+    pinned(pool, "queue_resume", |conn| {
+        Box::pin(async move { db::queues::queue_resume(conn, &queue).await })
+    })
+    .await
+}
+
+/// Every queue with live jobs or a pause record, by name. Reads the live jobs
+/// only, never the history.
+pub async fn queues(pool: &PgPool) -> Result<Vec<QueueInfo>, Error> {
+    let rows = pinned(pool, "queue_overview", |conn| {
+        Box::pin(async move { db::queues::queue_overview(conn).await })
+    })
+    .await?;
+    let count = |n: i64| u64::try_from(n).unwrap_or(0);
+    Ok(rows
+        .into_iter()
+        .map(|r| QueueInfo {
+            name: r.name,
+            paused: r.paused_at.map(|at| Paused {
+                at,
+                by: r.paused_by.unwrap_or_default(),
+            }),
+            available: count(r.available),
+            scheduled: count(r.scheduled),
+            running: count(r.running),
+            oldest_available_wait: r
+                .oldest_available_secs
+                .map(|s| Duration::from_secs_f64(s.max(0.0))),
+        })
+        .collect())
+}
+
+/// One queue's state, as [`queues`] reports it.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct QueueInfo {
+    /// The queue's name.
+    pub name: String,
+    /// Set while the queue is paused.
+    pub paused: Option<Paused>,
+    /// Jobs ready to run now.
+    pub available: u64,
+    /// Jobs queued for later (`run_at` in the future: delayed, backing off, snoozed).
+    pub scheduled: u64,
+    /// Jobs running now.
+    pub running: u64,
+    /// How long the oldest ready job has waited past its `run_at`: the figure to
+    /// alert on when a queue is stuck or under-provisioned.
+    pub oldest_available_wait: Option<Duration>,
+}
+
+/// Who paused a queue, and when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Paused {
+    /// When it was paused (database time).
+    pub at: DateTime<Utc>,
+    /// The note given to [`pause_queue`].
+    pub by: String,
+}
+
+/// `by` as it can be stored: NUL written as `\0` (PostgreSQL text cannot hold
+/// it), cut at a character boundary to [`MAX_PAUSED_BY_BYTES`].
+fn storable_note(by: &str) -> String {
+    let mut note = by.replace('\0', "\\0");
+    if note.len() > MAX_PAUSED_BY_BYTES {
+        let mut cut = MAX_PAUSED_BY_BYTES;
+        while !note.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        note.truncate(cut);
+    }
+    note
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn notes_are_stored_without_nul_and_within_the_cap() {
+        assert_eq!(storable_note("a\0b"), "a\\0b");
+        let long = "é".repeat(150); // 300 bytes
+        let note = storable_note(&long);
+        assert_eq!(note.len(), 200);
+        assert!(note.chars().all(|c| c == 'é'));
+    }
+}

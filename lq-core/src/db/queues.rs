@@ -1,0 +1,79 @@
+//! Statements about queues as a whole: pause, resume, overview.
+
+use chrono::{DateTime, Utc};
+use sqlx::PgConnection;
+
+use super::err;
+use crate::Error;
+
+/// Pauses `queue` (a queue never seen before too); true if it was running.
+/// Claims check `lq.queues`, so no runtime claims from it once this commits.
+pub async fn queue_pause(conn: &mut PgConnection, queue: &str, by: &str) -> Result<bool, Error> {
+    sqlx::query_scalar(
+        "with paused as (
+             insert into lq.queues (name, paused_at, paused_by) values ($1, now(), $2)
+             on conflict (name) do update set paused_at = now(), paused_by = $2, updated_at = now()
+                 where lq.queues.paused_at is null
+             returning name
+         )
+         select exists (select from paused)",
+    )
+    .bind(queue)
+    .bind(by)
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(err("queue_pause"))
+}
+
+/// Resumes `queue`; true if it was paused. Wakes its claimers by NOTIFY.
+pub async fn queue_resume(conn: &mut PgConnection, queue: &str) -> Result<bool, Error> {
+    sqlx::query_scalar(
+        "with resumed as (
+             update lq.queues set paused_at = null, paused_by = null, updated_at = now()
+             where name = $1 and paused_at is not null
+             returning name
+         )
+         select exists (select from resumed where (select true from pg_notify('lq_jobs', $1)))",
+    )
+    .bind(queue)
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(err("queue_resume"))
+}
+
+/// One queue as [`queue_overview`] reads it.
+#[derive(Debug, sqlx::FromRow)]
+pub struct QueueRow {
+    pub name: String,
+    pub paused_at: Option<DateTime<Utc>>,
+    pub paused_by: Option<String>,
+    pub available: i64,
+    pub scheduled: i64,
+    pub running: i64,
+    pub oldest_available_secs: Option<f64>,
+}
+
+/// Every queue that has live jobs or a row in `lq.queues`, by name: its pause,
+/// its live jobs by state and how long its oldest available job has waited.
+/// Reads the live jobs only (`lq.jobs`), never the history.
+pub async fn queue_overview(conn: &mut PgConnection) -> Result<Vec<QueueRow>, Error> {
+    sqlx::query_as(
+        "with live as (
+             select queue,
+                 count(*) filter (where state = 'queued' and run_at <= now()) as available,
+                 count(*) filter (where state = 'queued' and run_at > now()) as scheduled,
+                 count(*) filter (where state = 'running') as running,
+                 min(run_at) filter (where state = 'queued' and run_at <= now()) as oldest
+             from lq.jobs group by queue
+         )
+         select coalesce(l.queue, q.name) as name, q.paused_at, q.paused_by,
+             coalesce(l.available, 0) as available, coalesce(l.scheduled, 0) as scheduled,
+             coalesce(l.running, 0) as running,
+             extract(epoch from now() - l.oldest)::float8 as oldest_available_secs
+         from live l full join lq.queues q on q.name = l.queue
+         order by 1",
+    )
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(err("queue_overview"))
+}
