@@ -22,8 +22,10 @@ use crate::{db, Error, JobFilter, JobState};
 
 pub use crate::db::control::JobRow;
 pub use queues::{pause_queue, queues, resume_queue, Paused, QueueInfo};
+pub use runtimes::{runtimes, RuntimeInfo};
 
 mod queues;
+mod runtimes;
 
 /// Bound on each control call.
 const CONTROL_TIMEOUT: Duration = Duration::from_secs(30);

@@ -93,6 +93,15 @@ pub struct CronTick {
 }
 
 impl CronTick {
+    /// A tick, as a test builds one for [`crate::testing::TestContext::cron`].
+    pub fn new(tick: DateTime<Utc>, catch_up: bool, ticks_covered: u32) -> Self {
+        Self {
+            tick,
+            catch_up,
+            ticks_covered,
+        }
+    }
+
     /// The job metadata that records this tick.
     pub fn to_meta(&self) -> serde_json::Value {
         serde_json::json!({"lq": {"cron": {
@@ -247,12 +256,8 @@ pub async fn fire_due(
     };
     for (tick, catch_up) in plan.fire {
         let covered = if catch_up { plan.missed } else { 1 };
-        let meta = CronTick {
-            tick,
-            catch_up,
-            ticks_covered: u32::try_from(covered).unwrap_or(u32::MAX),
-        }
-        .to_meta();
+        let covered = u32::try_from(covered).unwrap_or(u32::MAX);
+        let meta = CronTick::new(tick, catch_up, covered).to_meta();
         if let Some(id) =
             db::cron::cron_tick_fire(&mut tx, kind, options, payload, tick, catch_up, &meta).await?
         {

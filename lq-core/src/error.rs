@@ -148,6 +148,18 @@ pub enum Error {
         /// The key.
         key: String,
     },
+    /// A stored payload does not decode into the job's type (the type changed
+    /// since the job was enqueued, or the row was written by hand).
+    #[error("payload of job {id} (kind {kind:?}) does not decode into its type")]
+    Decode {
+        /// Job id.
+        id: i64,
+        /// Job kind.
+        kind: &'static str,
+        /// serde_json's error.
+        #[source]
+        source: serde_json::Error,
+    },
 }
 
 /// " (job N of the batch)" for an error about one job of an `enqueue_many` batch.

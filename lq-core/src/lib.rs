@@ -48,6 +48,7 @@ mod perform;
 mod registry;
 mod state;
 mod target;
+pub mod testing;
 
 #[doc(hidden)]
 pub mod __private;

@@ -133,6 +133,46 @@ impl RuntimeBuilder {
         std::mem::take(&mut self.set).apply(self.config.clone())
     }
 
+    /// Runs every job that is ready in the builder's queues, then stops: for
+    /// tests of code that enqueues, like Oban's `drain_queue`. It starts a real
+    /// runtime (the same claims, retries and outcomes as in production), waits
+    /// until none of its queues has a job ready or running, and shuts down.
+    /// Retries and snoozes due later stay queued. Returns the runtime's counters.
+    ///
+    /// ```no_run
+    /// # async fn f(pool: sqlx::PgPool) -> Result<(), lq_runtime::Error> {
+    /// let done = lq_runtime::Runtime::builder(pool).queue("emails", 4).drain().await?;
+    /// assert_eq!(done.dead, 0);
+    /// # Ok(()) }
+    /// ```
+    pub async fn drain(self) -> Result<crate::StatsSnapshot, Error> {
+        let pool = self.pool.clone();
+        let queues: Vec<String> = self.queues.iter().map(|(q, _)| q.clone()).collect();
+        let mut settings = self;
+        settings.config.poll_interval = settings.config.poll_interval.min(DRAIN_POLL);
+        settings.set.poll_interval = settings.set.poll_interval.map(|p| p.min(DRAIN_POLL));
+        let runtime = settings.start().await?;
+        let timeout = runtime.db_timeout();
+        loop {
+            let busy = db::timed("queue_busy", timeout, async {
+                let mut conn = pool.acquire().await.map_err(db::err("queue_busy"))?;
+                db::queues::queues_busy(&mut conn, &queues).await
+            })
+            .await;
+            match busy {
+                Ok(false) => break,
+                Ok(true) => tokio::time::sleep(DRAIN_POLL).await,
+                Err(e) => {
+                    let _ = runtime.shutdown().await;
+                    return Err(e.into());
+                }
+            }
+        }
+        let stats = runtime.stats();
+        runtime.shutdown().await?;
+        Ok(stats)
+    }
+
     /// Checks the setup and starts claiming.
     ///
     /// Fails when two linked types declare one kind (naming both), when no type
@@ -221,6 +261,7 @@ impl RuntimeBuilder {
             stopping: CancellationToken::new(),
             hard_stop: CancellationToken::new(),
             executors: TaskTracker::new(),
+            leadership: Default::default(),
             completions,
         });
         Ok(Runtime::launch(
@@ -282,6 +323,9 @@ async fn check_schema(pool: &PgPool, timeout: Duration) -> Result<(), Error> {
     };
     Ok(verdict?)
 }
+
+/// How often [`RuntimeBuilder::drain`] looks, and its runtime polls, for work.
+const DRAIN_POLL: Duration = Duration::from_millis(10);
 
 /// SQLSTATE `insufficient_privilege`.
 const PERMISSION_DENIED: &str = "42501";

@@ -38,8 +38,15 @@ pub struct RuntimeConfig {
     /// marked dead after being ready this long (default 10 min; `None` leaves them).
     /// Every runtime serving a queue should know every kind enqueued on it.
     pub unknown_kind_grace: Option<Duration>,
-    /// Name recorded as the lease owner (default `host:pid:random`).
+    /// Name recorded as the lease owner (default `host:pid:random`), and this
+    /// runtime's id in `lq.runtimes`.
     pub owner: String,
+    /// The maintenance leader's lease (default 5 s). One runtime in the cluster
+    /// holds it and alone runs rescue, pruning, vacuum and the burial of unknown
+    /// kinds; every runtime renews its presence in `lq.runtimes` (and the leader
+    /// its lease) every fifth of it. When the leader dies, another takes over
+    /// within this long; when it shuts down, at once.
+    pub leader_lease: Duration,
     /// Connections of the runtime's own pool (default `None`: one per queue, at
     /// most 16, plus four), besides its hot-path connections (one per queue, at
     /// most 16, for claims; one for completions) and the heartbeat's one. With
@@ -66,17 +73,27 @@ impl Default for RuntimeConfig {
             keep_dead: Duration::from_secs(7 * 24 * 3600),
             unknown_kind_grace: Some(Duration::from_secs(600)),
             owner: default_owner(),
+            leader_lease: Duration::from_secs(5),
             pool_size: None,
         }
     }
 }
 
 fn default_owner() -> String {
-    let host = std::env::var("HOSTNAME")
+    format!(
+        "{}:{}:{:04x}",
+        host_name(),
+        std::process::id(),
+        fastrand::u16(..)
+    )
+}
+
+/// This machine's name (`$HOSTNAME`, else `/etc/hostname`, else `host`).
+pub(crate) fn host_name() -> String {
+    std::env::var("HOSTNAME")
         .ok()
         .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
         .map(|h| h.trim().to_owned())
         .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "host".to_owned());
-    format!("{host}:{}:{:04x}", std::process::id(), fastrand::u16(..))
+        .unwrap_or_else(|| "host".to_owned())
 }

@@ -4,7 +4,7 @@
 use std::{collections::HashSet, sync::Arc, time::Duration};
 
 use lq_core::{chain, db, Error};
-use sqlx::{ConnectOptions, PgConnection};
+use sqlx::PgConnection;
 use tracing::warn;
 use uuid::Uuid;
 
@@ -46,17 +46,7 @@ async fn beat(shared: &Shared, conn: &mut Option<PgConnection>) -> Result<(), Er
     let secs: Vec<f64> = held.iter().map(|(_, h)| h.lease_secs).collect();
     let timeout = shared.config.db_timeout;
     let renewed = db::timed("job_heartbeat_many", timeout, async {
-        if conn.is_none() {
-            let opts = shared.pool.connect_options();
-            *conn = Some(
-                opts.as_ref()
-                    .clone()
-                    .connect()
-                    .await
-                    .map_err(db::err("heartbeat_connect"))?,
-            );
-        }
-        let c = conn.as_mut().expect("connected above");
+        let c = shared.own_connection(conn, "heartbeat_connect").await?;
         db::lease::job_heartbeat_many(c, &ids, &tokens, &secs).await
     })
     .await?;

@@ -34,6 +34,12 @@ pub(crate) fn validate(config: &RuntimeConfig, queues: &[(String, usize)]) -> Re
             return bad(setting, "must be at least 1 ms (zero would spin)");
         }
     }
+    if config.leader_lease < Duration::from_millis(500) {
+        return bad(
+            "leader_lease",
+            "must be at least 500 ms (it is renewed every fifth of it)",
+        );
+    }
     if config.max_claim_batch == 0 {
         return bad(
             "max_claim_batch",

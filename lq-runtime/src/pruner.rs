@@ -18,6 +18,9 @@ pub(crate) async fn run(shared: Arc<Shared>) {
         if shared.pause(shared.config.prune_interval).await {
             return;
         }
+        if !shared.is_leader() {
+            continue;
+        }
         loop {
             let r = shared
                 .with_conn("job_prune", |mut conn| async move {

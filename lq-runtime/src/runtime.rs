@@ -7,7 +7,7 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use tracing::{info, warn};
 
 use crate::{
-    claim_ahead, completer, heartbeat, listener, producer, pruner, rescuer, scheduler,
+    claim_ahead, cluster, completer, heartbeat, listener, producer, pruner, rescuer, scheduler,
     shared::Shared, slots::Slots, stats::StatsSnapshot, unknown_kinds, vacuumer, Error,
     RuntimeBuilder,
 };
@@ -52,6 +52,7 @@ impl Runtime {
         ));
         let heartbeat = tokio::spawn(heartbeat::run(shared.clone(), heartbeat_stop.clone()));
         services.spawn(listener::run(shared.clone()));
+        services.spawn(cluster::run(shared.clone(), queues.clone()));
         services.spawn(rescuer::run(shared.clone()));
         services.spawn(pruner::run(shared.clone()));
         services.spawn(scheduler::run(shared.clone(), cron_jobs));
@@ -88,6 +89,11 @@ impl Runtime {
     /// The lease owner name this runtime writes into claimed rows.
     pub fn owner(&self) -> &str {
         &self.shared.config.owner
+    }
+
+    /// The bound on each database call (`db_timeout`).
+    pub(crate) fn db_timeout(&self) -> std::time::Duration {
+        self.shared.config.db_timeout
     }
 
     /// Counters since start.

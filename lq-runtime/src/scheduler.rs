@@ -1,5 +1,10 @@
 //! The cron scheduler: fires each recurring kind's due ticks, exactly once per tick
 //! across every runtime, sleeping until the next tick by the database's clock.
+//!
+//! The leader fires every schedule it knows. A runtime that is not the leader
+//! fires only the schedules of kinds the leader does not declare (another
+//! service's recurring jobs): the leader cannot build those jobs, and a tick
+//! must not wait for it. Whoever fires, `lq.cron_ticks` keeps each tick to one job.
 
 use std::{sync::Arc, time::Duration};
 
@@ -81,6 +86,11 @@ pub(crate) async fn run(shared: Arc<Shared>, jobs: Vec<CronJob>) {
     loop {
         let mut wait = MAX_WAIT;
         for job in &jobs {
+            // The leader fires the schedules of the kinds it declares; the
+            // others fire only those it does not know.
+            if !shared.leadership.fires_cron(job.desc.kind) {
+                continue;
+            }
             match pass(&shared, job).await {
                 Ok(rep) if rep.busy => wait = wait.min(BUSY_WAIT),
                 Ok(rep) => {

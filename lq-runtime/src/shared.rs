@@ -3,7 +3,7 @@
 use std::{collections::HashMap, future::Future, sync::Arc, time::Duration};
 
 use lq_core::{db, AppState, Error, Registry};
-use sqlx::{pool::PoolConnection, PgPool, Postgres};
+use sqlx::{pool::PoolConnection, ConnectOptions, PgConnection, PgPool, Postgres};
 use tokio::sync::Notify;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
@@ -38,6 +38,8 @@ pub(crate) struct Shared {
     pub hard_stop: CancellationToken,
     /// Every job task, so shutdown can wait for them.
     pub executors: TaskTracker,
+    /// Whether this runtime is the maintenance leader (see [`crate::cluster`]).
+    pub leadership: crate::cluster::Leadership,
     /// Sends successes to the batching completer.
     pub completions: tokio::sync::mpsc::Sender<crate::completer::Completion>,
 }
@@ -54,6 +56,21 @@ impl Shared {
             f(conn).await
         })
         .await
+    }
+
+    /// `conn`, connected first if it is not: a connection of the task's own,
+    /// outside every pool, so no pool's starvation can delay the task (the
+    /// heartbeat, the cluster beat). The caller drops it after an error.
+    pub async fn own_connection<'c>(
+        &self,
+        conn: &'c mut Option<PgConnection>,
+        op: &'static str,
+    ) -> Result<&'c mut PgConnection, Error> {
+        if conn.is_none() {
+            let opts = self.pool.connect_options();
+            *conn = Some(opts.as_ref().clone().connect().await.map_err(db::err(op))?);
+        }
+        Ok(conn.as_mut().expect("connected above"))
     }
 
     /// Wakes every queue's claimer (after a reconnect, when notifications may be lost).
@@ -78,6 +95,11 @@ impl Shared {
                 }
             });
         }
+    }
+
+    /// True while this runtime leads: the duties one runner suffices for run only then.
+    pub fn is_leader(&self) -> bool {
+        self.leadership.is_leader()
     }
 
     /// Sleeps for `d` unless the runtime starts stopping; true if it is stopping.

@@ -1,5 +1,8 @@
-//! Buries jobs of kinds no linked type declares, so they end in a visible state
-//! (`dead`, reason stored, payload kept) instead of waiting forever.
+//! Buries jobs of kinds no live runtime serving their queue declares, so they
+//! end in a visible state (`dead`, reason stored, payload kept) instead of
+//! waiting forever. Only the leader runs it, and it judges by `lq.runtimes`, not
+//! by its own registry: during a rolling deploy the new kind's jobs wait for the
+//! new runtimes instead of being buried by the old ones.
 
 use std::{sync::Arc, time::Duration};
 
@@ -8,33 +11,27 @@ use tracing::warn;
 
 use crate::shared::Shared;
 
-/// Checks every `rescue_interval` for queued jobs of unknown kinds in the served
-/// queues that have been ready for longer than `grace`.
+/// Checks every `rescue_interval` for queued jobs, in queues some live runtime
+/// serves, of kinds none of those runtimes declares, ready for longer than `grace`.
 pub(crate) async fn run(shared: Arc<Shared>, grace: Duration) {
-    let queues: Vec<String> = shared.wakers.keys().cloned().collect();
-    let known: Vec<String> = shared.registry.iter().map(|d| d.kind.to_owned()).collect();
     loop {
         if shared.pause(shared.config.rescue_interval).await {
             return;
         }
+        if !shared.is_leader() {
+            continue;
+        }
         let r = shared
-            .with_conn("job_bury_unknown_kinds", |mut conn| {
-                let (queues, known) = (&queues, &known);
-                async move {
-                    db::maintenance::job_bury_unknown_kinds(
-                        &mut conn,
-                        queues,
-                        known,
-                        grace.as_secs_f64(),
-                        1000,
-                    )
-                    .await
-                }
+            .with_conn("job_bury_unknown_kinds", |mut conn| async move {
+                db::maintenance::job_bury_unknown_kinds(&mut conn, grace.as_secs_f64(), 1000).await
             })
             .await;
         match r {
             Ok(ids) if !ids.is_empty() => {
-                warn!(?ids, "marked dead: jobs of a kind no linked type declares")
+                warn!(
+                    ?ids,
+                    "marked dead: jobs of a kind no live runtime serving their queue declares"
+                )
             }
             Ok(_) => {}
             Err(e) => warn!(error = %chain(&e), "unknown-kind check failed; will retry"),

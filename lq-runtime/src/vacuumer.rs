@@ -69,6 +69,9 @@ pub(crate) async fn run(shared: Arc<Shared>) {
         if shared.pause(CHECK_EVERY).await {
             return;
         }
+        if !shared.is_leader() {
+            continue;
+        }
         for (table, warned) in JobTable::ALL.into_iter().zip(&mut warned) {
             tend(&shared, table, warned).await;
         }

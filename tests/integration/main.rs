@@ -1,6 +1,7 @@
 //! Integration tests against a real PostgreSQL; each test has its own database.
 
 mod claim_ahead;
+mod cluster;
 mod context;
 mod control;
 mod cron;
@@ -13,4 +14,5 @@ mod queues;
 mod roles;
 mod runtime;
 mod shutdown;
+mod testing;
 mod visible;

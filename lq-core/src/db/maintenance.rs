@@ -31,22 +31,29 @@ pub async fn job_prune(
     Ok(r.rows_affected())
 }
 
-/// Marks dead the jobs in `queues` whose kind is not in `known_kinds` and that
-/// have been ready for more than `grace_secs`; the reason is stored and the
-/// payload kept. Returns their ids.
+/// Marks dead the queued jobs ready for more than `grace_secs` whose queue some
+/// live runtime serves and whose kind none of the live runtimes serving that
+/// queue declares (`lq.runtimes`); the reason is stored and the payload kept.
+/// A queue no live runtime serves is left alone: nobody can judge it. Returns
+/// the ids.
 pub async fn job_bury_unknown_kinds(
     conn: &mut PgConnection,
-    queues: &[String],
-    known_kinds: &[String],
     grace_secs: f64,
     limit: i64,
 ) -> Result<Vec<i64>, Error> {
     sqlx::query_scalar(concat!(
-        "with unknown as materialized (
-             select id from lq.jobs
-             where state = 'queued' and queue = any($1) and kind <> all($2)
-               and run_at < now() - make_interval(secs => $3)
-             limit $4
+        "with serving as materialized (
+             select s.queue, r.kinds
+             from lq.runtimes r cross join lateral jsonb_object_keys(r.queues) as s(queue)
+             where r.expires_at >= now()
+         ),
+         unknown as materialized (
+             select j.id from lq.jobs j
+             where j.state = 'queued' and j.run_at < now() - make_interval(secs => $1)
+               and j.queue in (select queue from serving)
+               and not exists (
+                   select from serving s where s.queue = j.queue and j.kind = any(s.kinds))
+             limit $2
              for update skip locked
          ),
          moved as (
@@ -68,8 +75,6 @@ pub async fn job_bury_unknown_kinds(
         "
          select id from archived"
     ))
-    .bind(queues)
-    .bind(known_kinds)
     .bind(grace_secs)
     .bind(limit)
     .fetch_all(&mut *conn)
@@ -189,6 +194,14 @@ const RUNTIME_PRIVILEGES: &[(&str, &str)] = &[
     ("lq.cron_ticks", "DELETE"),
     ("lq.schema_migrations", "SELECT"),
     ("lq.queues", "SELECT"),
+    ("lq.runtimes", "SELECT"),
+    ("lq.runtimes", "INSERT"),
+    ("lq.runtimes", "UPDATE"),
+    ("lq.runtimes", "DELETE"),
+    ("lq.leader", "SELECT"),
+    ("lq.leader", "INSERT"),
+    ("lq.leader", "UPDATE"),
+    ("lq.leader", "DELETE"),
 ];
 
 /// The current role's name, and each privilege of `RUNTIME_PRIVILEGES` (plus

@@ -126,6 +126,7 @@ macro_rules! requeue_or_end {
 
 pub mod claim;
 pub mod clock;
+pub mod cluster;
 pub mod control;
 pub mod cron;
 pub mod enqueue;
@@ -134,6 +135,7 @@ pub mod lease;
 pub mod maintenance;
 pub mod migration;
 pub mod queues;
+pub mod testing;
 
 /// Name of the NOTIFY channel whose payload is a queue name with new work.
 pub const JOBS_CHANNEL: &str = "lq_jobs";

@@ -77,3 +77,18 @@ pub async fn queue_overview(conn: &mut PgConnection) -> Result<Vec<QueueRow>, Er
     .await
     .map_err(err("queue_overview"))
 }
+
+/// True while any of `queues` has a job ready to run or running.
+pub async fn queues_busy(conn: &mut PgConnection, queues: &[String]) -> Result<bool, Error> {
+    sqlx::query_scalar(
+        "select exists (
+             select from lq.jobs
+             where queue operator(pg_catalog.=) any($1)
+               and (state operator(pg_catalog.=) 'running'::lq.job_state
+                    or run_at operator(pg_catalog.<=) pg_catalog.now()))",
+    )
+    .bind(queues)
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(err("queues_busy"))
+}

@@ -1,0 +1,140 @@
+//! Statements of the cluster: which runtimes are alive, and which one leads.
+
+use chrono::{DateTime, Utc};
+use sqlx::PgConnection;
+
+use super::err;
+use crate::Error;
+
+/// What a runtime says about itself in `lq.runtimes`.
+#[derive(Debug, Clone)]
+pub struct RuntimeRecord<'a> {
+    pub id: &'a str,
+    pub host: &'a str,
+    pub pid: i32,
+    pub version: &'a str,
+    /// `{"queue": concurrency}`.
+    pub queues: &'a serde_json::Value,
+    pub kinds: &'a [String],
+    /// How long the row stays valid without another beat.
+    pub ttl_secs: f64,
+}
+
+/// Writes or refreshes this runtime's row.
+pub async fn runtime_beat(conn: &mut PgConnection, r: &RuntimeRecord<'_>) -> Result<(), Error> {
+    sqlx::query(
+        "insert into lq.runtimes (id, host, pid, version, queues, kinds, expires_at)
+         values ($1, $2, $3, $4, $5, $6, now() + make_interval(secs => $7))
+         on conflict (id) do update set heartbeat_at = now(), expires_at = excluded.expires_at,
+             queues = excluded.queues, kinds = excluded.kinds",
+    )
+    .bind(r.id)
+    .bind(r.host)
+    .bind(r.pid)
+    .bind(r.version)
+    .bind(r.queues)
+    .bind(r.kinds)
+    .bind(r.ttl_secs)
+    .execute(&mut *conn)
+    .await
+    .map_err(err("runtime_beat"))?;
+    Ok(())
+}
+
+/// Removes this runtime's row (at shutdown).
+pub async fn runtime_leave(conn: &mut PgConnection, id: &str) -> Result<(), Error> {
+    sqlx::query("delete from lq.runtimes where id = $1")
+        .bind(id)
+        .execute(&mut *conn)
+        .await
+        .map_err(err("runtime_leave"))?;
+    Ok(())
+}
+
+/// Deletes the rows of runtimes that stopped beating; returns their ids.
+pub async fn runtimes_reap(conn: &mut PgConnection) -> Result<Vec<String>, Error> {
+    sqlx::query_scalar("delete from lq.runtimes where expires_at < now() returning id")
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(err("runtimes_reap"))
+}
+
+/// Takes the leader lease for `holder`, or renews it if `holder` has it, for
+/// `ttl_secs` of database time. Returns the lease's expiry when `holder` leads
+/// now, `None` when another runtime's lease is still valid.
+pub async fn leader_acquire(
+    conn: &mut PgConnection,
+    holder: &str,
+    ttl_secs: f64,
+) -> Result<Option<DateTime<Utc>>, Error> {
+    sqlx::query_scalar(
+        "insert into lq.leader (name, holder, elected_at, expires_at)
+         values ('maintenance', $1, now(), now() + make_interval(secs => $2))
+         on conflict (name) do update set
+             holder = excluded.holder,
+             elected_at = case when lq.leader.holder = excluded.holder
+                               then lq.leader.elected_at else now() end,
+             expires_at = excluded.expires_at
+         where lq.leader.holder = excluded.holder or lq.leader.expires_at < now()
+         returning expires_at",
+    )
+    .bind(holder)
+    .bind(ttl_secs)
+    .fetch_optional(&mut *conn)
+    .await
+    .map_err(err("leader_acquire"))
+}
+
+/// Gives the lease up, if `holder` has it, so another runtime takes over at its
+/// next beat instead of after the lease runs out.
+pub async fn leader_resign(conn: &mut PgConnection, holder: &str) -> Result<(), Error> {
+    sqlx::query("delete from lq.leader where name = 'maintenance' and holder = $1")
+        .bind(holder)
+        .execute(&mut *conn)
+        .await
+        .map_err(err("leader_resign"))?;
+    Ok(())
+}
+
+/// One row of `lq.runtimes`, with whether it holds a valid leader lease.
+#[derive(Debug, sqlx::FromRow)]
+pub struct RuntimeRow {
+    pub id: String,
+    pub host: String,
+    pub pid: i32,
+    pub version: String,
+    pub queues: serde_json::Value,
+    pub kinds: Vec<String>,
+    pub started_at: DateTime<Utc>,
+    pub heartbeat_at: DateTime<Utc>,
+    pub expires_at: DateTime<Utc>,
+    pub alive: bool,
+    pub leader: bool,
+}
+
+/// Every runtime row, oldest first, expired ones included (marked not alive).
+pub async fn runtimes_list(conn: &mut PgConnection) -> Result<Vec<RuntimeRow>, Error> {
+    sqlx::query_as(
+        "select r.id, r.host, r.pid, r.version, r.queues, r.kinds, r.started_at, r.heartbeat_at,
+             r.expires_at, r.expires_at >= now() as alive,
+             coalesce(l.expires_at >= now(), false) as leader
+         from lq.runtimes r
+         left join lq.leader l on l.name = 'maintenance' and l.holder = r.id
+         order by r.started_at, r.id",
+    )
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(err("runtimes_list"))
+}
+
+/// The kinds the current leader declares, if a valid lease and its holder's row
+/// exist.
+pub async fn leader_kinds(conn: &mut PgConnection) -> Result<Option<Vec<String>>, Error> {
+    sqlx::query_scalar(
+        "select r.kinds from lq.leader l join lq.runtimes r on r.id = l.holder
+         where l.name = 'maintenance' and l.expires_at >= now()",
+    )
+    .fetch_optional(&mut *conn)
+    .await
+    .map_err(err("leader_kinds"))
+}

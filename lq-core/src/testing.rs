@@ -1,0 +1,296 @@
+//! Helpers for testing application code that enqueues and performs jobs, in the
+//! spirit of Oban.Testing and River's `rivertest`: find what a transaction
+//! enqueued, assert on it, and run a handler with a context built by hand.
+//!
+//! ```no_run
+//! use lq_core::{testing, Job, JobContext, JobError, Perform};
+//! # #[derive(serde::Serialize, serde::Deserialize, Job, PartialEq, Debug)]
+//! # struct SendWelcomeEmail { user_id: i64 }
+//! # impl Perform for SendWelcomeEmail {
+//! #     async fn perform(&self, _: &JobContext) -> Result<(), JobError> { Ok(()) }
+//! # }
+//! # async fn sign_up(tx: &mut sqlx::PgConnection) {}
+//! # async fn f(pool: sqlx::PgPool) -> Result<(), Box<dyn std::error::Error>> {
+//! let mut tx = pool.begin().await?;
+//! sign_up(&mut tx).await; // the application code under test
+//! // Seen inside the transaction, before (or without) committing it.
+//! let job = testing::assert_enqueued(&mut *tx, &SendWelcomeEmail { user_id: 42 }).await;
+//! assert_eq!(job.queue, "default");
+//!
+//! // Run the handler directly, as attempt 3 of 3.
+//! let ctx = testing::TestContext::new::<SendWelcomeEmail>().attempt(3).build();
+//! assert!(testing::perform_job(&job.job, &ctx).await.is_ok());
+//! # Ok(()) }
+//! ```
+
+use std::fmt::Debug;
+
+use chrono::{DateTime, Utc};
+use sqlx::{Acquire, Postgres};
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use crate::{db, AppState, ContextParts, CronTick, Error, Job, JobContext, JobError, Perform};
+
+/// A queued job of type `J`, decoded, with where and when it will run.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct EnqueuedJob<J> {
+    /// Job id.
+    pub id: i64,
+    /// The payload, decoded into its type.
+    pub job: J,
+    /// Queue.
+    pub queue: String,
+    /// Priority.
+    pub priority: i16,
+    /// Earliest run.
+    pub run_at: DateTime<Utc>,
+    /// Attempts allowed.
+    pub max_attempts: u32,
+    /// Unique key, if any.
+    pub unique_key: Option<String>,
+    /// Metadata, if any.
+    pub meta: Option<serde_json::Value>,
+}
+
+/// Every queued job of type `J` visible on `conn`, oldest first: on a
+/// transaction, its own uncommitted jobs too. Fails with [`Error::Decode`] for
+/// a payload that does not decode into `J`.
+pub async fn all_enqueued<'c, J, A>(conn: A) -> Result<Vec<EnqueuedJob<J>>, Error>
+where
+    J: Job,
+    A: Acquire<'c, Database = Postgres>,
+{
+    let op = "jobs_queued_of_kind";
+    let mut conn = conn.acquire().await.map_err(db::err(op))?;
+    let rows = db::testing::jobs_queued_of_kind(&mut conn, J::KIND).await?;
+    rows.into_iter()
+        .map(|r| {
+            let decode = |source| Error::Decode {
+                id: r.id,
+                kind: J::KIND,
+                source,
+            };
+            Ok(EnqueuedJob {
+                job: serde_json::from_str(&r.payload).map_err(decode)?,
+                meta: r
+                    .meta
+                    .as_deref()
+                    .map(serde_json::from_str)
+                    .transpose()
+                    .map_err(decode)?,
+                id: r.id,
+                queue: r.queue,
+                priority: r.priority,
+                run_at: r.run_at,
+                max_attempts: u32::try_from(r.max_attempts).unwrap_or(0),
+                unique_key: r.unique_key,
+            })
+        })
+        .collect()
+}
+
+/// Asserts that a queued job equal to `expected` is visible on `conn`, and
+/// returns the oldest such job (to check its queue, `run_at` or priority).
+///
+/// # Panics
+///
+/// When there is none, listing the queued jobs of `J`'s kind; or when they
+/// cannot be read.
+pub async fn assert_enqueued<'c, J, A>(conn: A, expected: &J) -> EnqueuedJob<J>
+where
+    J: Job + PartialEq + Debug,
+    A: Acquire<'c, Database = Postgres>,
+{
+    let queued = read_or_panic::<J, A>(conn).await;
+    match queued.iter().find(|e| e.job == *expected) {
+        Some(found) => found.clone_job(),
+        None => panic!(
+            "expected a queued {} job equal to {expected:?}; queued jobs of that kind: {:#?}",
+            J::KIND,
+            queued.iter().map(|e| &e.job).collect::<Vec<_>>()
+        ),
+    }
+}
+
+/// Asserts that no queued job equal to `unexpected` is visible on `conn`.
+///
+/// # Panics
+///
+/// When there is one (naming its id), or when the jobs cannot be read.
+pub async fn refute_enqueued<'c, J, A>(conn: A, unexpected: &J)
+where
+    J: Job + PartialEq + Debug,
+    A: Acquire<'c, Database = Postgres>,
+{
+    let queued = read_or_panic::<J, A>(conn).await;
+    if let Some(found) = queued.iter().find(|e| e.job == *unexpected) {
+        panic!(
+            "expected no queued {} job equal to {unexpected:?}, found job {}",
+            J::KIND,
+            found.id
+        );
+    }
+}
+
+async fn read_or_panic<'c, J: Job, A: Acquire<'c, Database = Postgres>>(
+    conn: A,
+) -> Vec<EnqueuedJob<J>> {
+    match all_enqueued::<J, A>(conn).await {
+        Ok(queued) => queued,
+        Err(e) => panic!(
+            "could not read the queued {} jobs: {}",
+            J::KIND,
+            crate::chain(&e)
+        ),
+    }
+}
+
+impl<J: Job> EnqueuedJob<J> {
+    /// A copy, the payload copied through JSON (job types need not be `Clone`).
+    fn clone_job(&self) -> Self {
+        let json = serde_json::to_string(&self.job).expect("a decoded job serialises again");
+        Self {
+            job: serde_json::from_str(&json).expect("a job's own JSON decodes"),
+            id: self.id,
+            queue: self.queue.clone(),
+            priority: self.priority,
+            run_at: self.run_at,
+            max_attempts: self.max_attempts,
+            unique_key: self.unique_key.clone(),
+            meta: self.meta.clone(),
+        }
+    }
+}
+
+/// Runs `job`'s handler with `ctx` as the runtime would: the job goes through
+/// its JSON form first, so a type that does not survive the round trip fails
+/// here rather than in production.
+///
+/// # Panics
+///
+/// When the job does not serialise, or its JSON does not decode into its type.
+pub async fn perform_job<J: Perform>(job: &J, ctx: &JobContext) -> Result<(), JobError> {
+    let json = serde_json::to_string(job)
+        .unwrap_or_else(|e| panic!("{} job does not serialise: {e}", J::KIND));
+    let decoded: J = serde_json::from_str(&json).unwrap_or_else(|e| {
+        panic!(
+            "{} job does not decode from its own JSON {json}: {e}",
+            J::KIND
+        )
+    });
+    decoded.perform(ctx).await
+}
+
+/// Builds a [`JobContext`] for calling a handler in a test: attempt 1 of the
+/// type's `max_attempts`, on its queue, due and enqueued now, with no state
+/// unless given.
+///
+/// ```
+/// use lq_core::{testing::TestContext, Job};
+/// # #[derive(serde::Serialize, serde::Deserialize, Job)] struct Report;
+/// let test = TestContext::new::<Report>().attempt(2).state(String::from("smtp://test"));
+/// let cancel = test.cancellation(); // fire it to test a handler's cancellation path
+/// let ctx = test.build();
+/// assert_eq!((ctx.attempt(), ctx.state::<String>().as_str()), (2, "smtp://test"));
+/// cancel.cancel();
+/// assert!(ctx.is_cancelled());
+/// ```
+#[derive(Debug, Clone)]
+pub struct TestContext {
+    parts: ContextParts,
+    meta: Option<serde_json::Value>,
+    state: AppState,
+    cancel: CancellationToken,
+}
+
+impl TestContext {
+    /// A context for a job of type `J`.
+    pub fn new<J: Job>() -> Self {
+        let now = Utc::now();
+        Self {
+            parts: ContextParts {
+                id: 1,
+                kind: J::KIND,
+                queue: J::OPTIONS.queue.to_owned(),
+                attempt: 1,
+                max_attempts: J::OPTIONS.max_attempts,
+                run_at: now,
+                created_at: now,
+                meta: None,
+                lease_token: Uuid::new_v4(),
+            },
+            meta: None,
+            state: AppState::default(),
+            cancel: CancellationToken::new(),
+        }
+    }
+
+    /// The job's id.
+    pub fn id(mut self, id: i64) -> Self {
+        self.parts.id = id;
+        self
+    }
+
+    /// The queue it was claimed from.
+    pub fn queue(mut self, queue: impl Into<String>) -> Self {
+        self.parts.queue = queue.into();
+        self
+    }
+
+    /// This attempt's number, from 1.
+    pub fn attempt(mut self, attempt: u32) -> Self {
+        self.parts.attempt = attempt;
+        self
+    }
+
+    /// Attempts allowed.
+    pub fn max_attempts(mut self, max_attempts: u32) -> Self {
+        self.parts.max_attempts = max_attempts;
+        self
+    }
+
+    /// When the attempt was due.
+    pub fn run_at(mut self, run_at: DateTime<Utc>) -> Self {
+        self.parts.run_at = run_at;
+        self
+    }
+
+    /// When the job was enqueued.
+    pub fn created_at(mut self, created_at: DateTime<Utc>) -> Self {
+        self.parts.created_at = created_at;
+        self
+    }
+
+    /// The job's metadata (replacing a cron tick set earlier).
+    pub fn meta(mut self, meta: serde_json::Value) -> Self {
+        self.meta = Some(meta);
+        self
+    }
+
+    /// The cron tick the job stands for (see [`JobContext::cron`]).
+    pub fn cron(mut self, tick: CronTick) -> Self {
+        self.meta = Some(tick.to_meta());
+        self
+    }
+
+    /// Adds shared state, as the runtime builder's `.state(..)` does.
+    pub fn state<T: Send + Sync + 'static>(mut self, value: T) -> Self {
+        self.state.insert(value);
+        self
+    }
+
+    /// The token behind the context's cancellation signal: cancel it to see how
+    /// the handler reacts to a cancel, a lost lease or a shutdown.
+    pub fn cancellation(&self) -> CancellationToken {
+        self.cancel.clone()
+    }
+
+    /// The context.
+    pub fn build(&self) -> JobContext {
+        let mut parts = self.parts.clone();
+        parts.meta = self.meta.as_ref().map(|m| m.to_string());
+        JobContext::new(parts, self.cancel.clone(), self.state.clone())
+    }
+}

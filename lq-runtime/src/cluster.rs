@@ -1,0 +1,191 @@
+//! Cluster membership and the maintenance leader.
+//!
+//! Every runtime writes its row in `lq.runtimes` (queues, kinds, version) every
+//! fifth of `leader_lease`, and tries to take or renew the leader lease in
+//! `lq.leader` in the same beat. The holder alone runs the duties that need
+//! only one runner: rescue, pruning, vacuum, burial of unknown kinds, and the
+//! removal of rows of runtimes that stopped beating. All times are the
+//! database's, except the holder's own view of its lease: it stops acting as
+//! leader at a local deadline that falls before the lease's end, so a frozen
+//! leader that wakes up does not act on a lease that has passed to another.
+//! Every duty is also safe to run twice (fenced, idempotent), so the lease keeps
+//! the cluster from doing work twice, not from doing it wrongly.
+
+use std::{
+    collections::HashSet,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use lq_core::{chain, db, Error};
+use sqlx::PgConnection;
+use tokio::time::Instant;
+use tracing::{info, warn};
+
+use crate::shared::Shared;
+
+/// This runtime's view of the leader lease.
+#[derive(Default)]
+pub(crate) struct Leadership {
+    inner: Mutex<View>,
+}
+
+#[derive(Default)]
+struct View {
+    /// Set while this runtime leads: when it must stop acting as leader if no
+    /// renewal succeeds first.
+    until: Option<Instant>,
+    /// The kinds the current leader (another runtime) declares, if known; its
+    /// cron schedules are its to fire.
+    leader_kinds: Option<HashSet<String>>,
+}
+
+impl Leadership {
+    /// True while this runtime holds a lease it has renewed in time.
+    pub fn is_leader(&self) -> bool {
+        let view = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        view.until.is_some_and(|until| Instant::now() < until)
+    }
+
+    /// Whether this runtime should fire `kind`'s cron schedule: when it leads,
+    /// when no leader is known, or when the leader does not declare the kind.
+    /// Firing stays exactly once per tick whoever fires (`lq.cron_ticks`).
+    pub fn fires_cron(&self, kind: &str) -> bool {
+        if self.is_leader() {
+            return true;
+        }
+        let view = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        view.leader_kinds
+            .as_ref()
+            .is_none_or(|kinds| !kinds.contains(kind))
+    }
+
+    fn set(&self, until: Option<Instant>, leader_kinds: Option<HashSet<String>>) {
+        let mut view = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        view.until = until;
+        view.leader_kinds = leader_kinds;
+    }
+
+    fn expire(&self) {
+        self.set(None, None);
+    }
+}
+
+/// What this runtime writes about itself each beat.
+struct Presence {
+    host: String,
+    pid: i32,
+    queues: serde_json::Value,
+    kinds: Vec<String>,
+}
+
+/// Beats until the runtime starts stopping, then resigns the lease and removes
+/// its row.
+pub(crate) async fn run(shared: Arc<Shared>, queues: Vec<(String, usize)>) {
+    let presence = Presence {
+        host: crate::config::host_name(),
+        pid: i32::try_from(std::process::id()).unwrap_or(i32::MAX),
+        queues: serde_json::Value::Object(
+            queues
+                .into_iter()
+                .map(|(q, n)| (q, serde_json::Value::from(n)))
+                .collect(),
+        ),
+        kinds: shared.registry.iter().map(|d| d.kind.to_owned()).collect(),
+    };
+    let lease = shared.config.leader_lease;
+    let every = lease / 5;
+    let mut conn: Option<PgConnection> = None;
+    let mut leading = false;
+    loop {
+        let started = Instant::now();
+        match beat(&shared, &presence, &mut conn).await {
+            Ok(Beat::Leading) => {
+                // Act as leader only while the lease surely holds: it was taken
+                // after `started`, for `lease` of database time; a tenth is
+                // kept back for clocks that run at different rates.
+                shared.leadership.set(Some(started + lease * 9 / 10), None);
+                if !leading {
+                    info!(owner = %shared.config.owner, "this runtime is now the maintenance leader");
+                }
+                leading = true;
+            }
+            Ok(Beat::Following(kinds)) => {
+                shared.leadership.set(None, kinds);
+                if leading {
+                    info!("this runtime is no longer the maintenance leader");
+                }
+                leading = false;
+            }
+            Err(e) => {
+                conn = None; // reconnect next time
+                warn!(error = %chain(&e), "cluster beat failed; retrying (leadership lapses with the lease)");
+                if leading && !shared.leadership.is_leader() {
+                    info!("leader lease lapsed: no renewal reached the database in time");
+                    leading = false;
+                }
+            }
+        }
+        if shared.pause(every).await {
+            break;
+        }
+    }
+    shared.leadership.expire();
+    if let Err(e) = leave(&shared, &mut conn).await {
+        warn!(error = %chain(&e), "could not leave the cluster cleanly; the row and lease expire on their own");
+    } else if leading {
+        info!("maintenance leadership handed over");
+    }
+}
+
+enum Beat {
+    Leading,
+    /// Another runtime leads; the kinds it declares, when its row was found.
+    Following(Option<HashSet<String>>),
+}
+
+async fn beat(
+    shared: &Shared,
+    presence: &Presence,
+    conn: &mut Option<PgConnection>,
+) -> Result<Beat, Error> {
+    let lease = shared.config.leader_lease.as_secs_f64();
+    let record = db::cluster::RuntimeRecord {
+        id: &shared.config.owner,
+        host: &presence.host,
+        pid: presence.pid,
+        version: env!("CARGO_PKG_VERSION"),
+        queues: &presence.queues,
+        kinds: &presence.kinds,
+        // A runtime counts as alive for three leases without a beat.
+        ttl_secs: lease * 3.0,
+    };
+    db::timed("cluster_beat", shared.config.db_timeout, async {
+        let c = shared.own_connection(conn, "cluster_connect").await?;
+        db::cluster::runtime_beat(c, &record).await?;
+        let leads = db::cluster::leader_acquire(c, &shared.config.owner, lease).await?;
+        if leads.is_some() {
+            let gone = db::cluster::runtimes_reap(c).await?;
+            if !gone.is_empty() {
+                info!(?gone, "removed runtimes that stopped beating");
+            }
+            return Ok(Beat::Leading);
+        }
+        let kinds = db::cluster::leader_kinds(c).await?;
+        Ok(Beat::Following(kinds.map(|k| k.into_iter().collect())))
+    })
+    .await
+}
+
+async fn leave(shared: &Shared, conn: &mut Option<PgConnection>) -> Result<(), Error> {
+    db::timed(
+        "cluster_leave",
+        shared.config.db_timeout.min(Duration::from_secs(2)),
+        async {
+            let c = shared.own_connection(conn, "cluster_connect").await?;
+            db::cluster::leader_resign(c, &shared.config.owner).await?;
+            db::cluster::runtime_leave(c, &shared.config.owner).await
+        },
+    )
+    .await
+}

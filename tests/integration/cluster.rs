@@ -1,0 +1,217 @@
+//! The cluster: every runtime reports itself in `lq.runtimes`, one holds the
+//! maintenance leader's lease, and a kind is unknown only when no live runtime
+//! serving its queue declares it.
+
+use std::time::Duration;
+
+use lq_runtime::{control, Runtime, RuntimeConfig};
+use lq_tests::TestDb;
+
+use crate::jobs::{quick, Ledger};
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+fn fast_lease() -> RuntimeConfig {
+    RuntimeConfig {
+        leader_lease: Duration::from_millis(500),
+        rescue_interval: Duration::from_millis(50),
+        ..quick()
+    }
+}
+
+async fn start(db: &TestDb, owner: &str, config: RuntimeConfig) -> Runtime {
+    Runtime::builder(db.pool.clone())
+        .config(config)
+        .owner(owner)
+        .queue("default", 2)
+        .queue("other", 1)
+        .state(Ledger::default())
+        .start()
+        .await
+        .unwrap()
+}
+
+/// The runtime holding a valid leader lease, if any.
+async fn leader(db: &TestDb) -> Option<String> {
+    sqlx::query_scalar(
+        "select holder from lq.leader where name = 'maintenance' and expires_at >= now()",
+    )
+    .fetch_optional(&db.pool)
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn one_runtime_leads_and_hands_over_when_it_stops() {
+    let db = TestDb::new().await;
+    let a = start(&db, "rt-a", fast_lease()).await;
+    db.wait_for(
+        "rt-a to lead",
+        "select exists (select from lq.leader where holder = 'rt-a')",
+        LIMIT,
+    )
+    .await;
+    let b = start(&db, "rt-b", fast_lease()).await;
+    db.wait_for(
+        "rt-b to report itself",
+        "select exists (select from lq.runtimes where id = 'rt-b')",
+        LIMIT,
+    )
+    .await;
+
+    let runtimes = control::runtimes(&db.pool).await.unwrap();
+    let ids: Vec<&str> = runtimes.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(ids, ["rt-a", "rt-b"]);
+    let leaders: Vec<&str> = runtimes
+        .iter()
+        .filter(|r| r.leader)
+        .map(|r| r.id.as_str())
+        .collect();
+    assert_eq!(leaders, ["rt-a"], "exactly one leader, the first");
+    for rt in &runtimes {
+        assert!(rt.alive);
+        assert_eq!(rt.queues.get("default"), Some(&2));
+        assert_eq!(rt.queues.get("other"), Some(&1));
+        assert!(rt.kinds.iter().any(|k| k == "test.noop"));
+        assert_eq!(rt.version, env!("CARGO_PKG_VERSION"));
+        assert_eq!(rt.pid as u32, std::process::id());
+    }
+
+    // A graceful stop resigns: rt-b leads at its next beat, not after the lease.
+    a.shutdown().await.unwrap();
+    db.wait_for(
+        "rt-b to take over",
+        "select exists (select from lq.leader where holder = 'rt-b')",
+        LIMIT,
+    )
+    .await;
+    let ids: Vec<String> = control::runtimes(&db.pool)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(ids, ["rt-b"], "rt-a removed its row");
+    b.shutdown().await.unwrap();
+    assert_eq!(leader(&db).await, None);
+    assert!(control::runtimes(&db.pool).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_dead_leaders_lease_is_taken_over_when_it_runs_out_and_its_row_is_reaped() {
+    let db = TestDb::new().await;
+    // A leader that died without a word: its lease runs for two more seconds,
+    // its runtime row has already expired.
+    let ghost_lease_ends: chrono::DateTime<chrono::Utc> = sqlx::query_scalar(
+        "insert into lq.leader (holder, expires_at) values ('ghost', now() + interval '2 s')
+         returning expires_at",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    sqlx::raw_sql(
+        "insert into lq.runtimes (id, host, pid, version, queues, kinds, expires_at)
+         values ('ghost', 'gone', 1, '0', '{\"default\": 1}', '{}', now() - interval '1 s');",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    let rt = start(&db, "rt-heir", fast_lease()).await;
+    db.wait_for(
+        "rt-heir to take over the lapsed lease",
+        "select exists (select from lq.leader where holder = 'rt-heir')",
+        LIMIT,
+    )
+    .await;
+    // The lease was honoured to its end: rt-heir, beating every 100 ms since
+    // its start, was elected only after it.
+    let elected_at: chrono::DateTime<chrono::Utc> =
+        sqlx::query_scalar("select elected_at from lq.leader")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    assert!(
+        elected_at >= ghost_lease_ends,
+        "{elected_at} < {ghost_lease_ends}"
+    );
+    db.wait_for(
+        "the leader to reap the dead runtime's row",
+        "select not exists (select from lq.runtimes where id = 'ghost')",
+        LIMIT,
+    )
+    .await;
+    rt.shutdown().await.unwrap();
+}
+
+/// A rolling deploy: the jobs of a kind only the new binary declares are not
+/// buried by an old runtime while a new one serving their queue is alive; once
+/// none is, they are.
+#[tokio::test]
+async fn a_kind_is_unknown_only_when_no_live_runtime_serving_its_queue_declares_it() {
+    let db = TestDb::new().await;
+    let insert = |kind: &'static str| {
+        let pool = db.pool.clone();
+        async move {
+            sqlx::query_scalar::<_, i64>(
+                "insert into lq.jobs (kind, queue, payload, max_attempts)
+                 values ($1, 'default', '{}', 1) returning id",
+            )
+            .bind(kind)
+            .fetch_one(&pool)
+            .await
+            .unwrap()
+        }
+    };
+    let new_kind = insert("deploy.new_kind").await;
+    let nobodys = insert("deploy.nobodys_kind").await;
+    // The new binary's runtime, alive and serving `default`.
+    sqlx::raw_sql(
+        "insert into lq.runtimes (id, host, pid, version, queues, kinds, expires_at)
+         values ('new-binary', 'h', 1, '0.2.0', '{\"default\": 4}', '{deploy.new_kind}',
+                 now() + interval '1 hour')",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    let config = RuntimeConfig {
+        unknown_kind_grace: Some(Duration::ZERO),
+        ..fast_lease()
+    };
+    let old = start(&db, "old-binary", config).await;
+    let state = |id: i64| {
+        let pool = db.pool.clone();
+        async move {
+            sqlx::query_scalar::<_, String>("select state::text from lq.all_jobs where id = $1")
+                .bind(id)
+                .fetch_one(&pool)
+                .await
+                .unwrap()
+        }
+    };
+    // The burial that took the job nobody declares saw the new kind's job, as
+    // old, and left it.
+    db.wait_for(
+        "the job nobody declares to be buried",
+        &format!(
+            "select exists (select from lq.finished_jobs where id = {nobodys} and state = 'dead')"
+        ),
+        LIMIT,
+    )
+    .await;
+    assert_eq!(state(new_kind).await, "queued");
+
+    // The new runtime goes away: nobody serving `default` declares the kind now.
+    sqlx::query("delete from lq.runtimes where id = 'new-binary'")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    db.wait_for(
+        "the new kind's job to be buried",
+        &format!(
+            "select exists (select from lq.finished_jobs where id = {new_kind} and state = 'dead')"
+        ),
+        LIMIT,
+    )
+    .await;
+    old.shutdown().await.unwrap();
+}
