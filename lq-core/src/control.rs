@@ -21,9 +21,11 @@ use sqlx::PgPool;
 use crate::{db, Error, JobFilter, JobState};
 
 pub use crate::db::control::JobRow;
+pub use bulk::{cancel_matching, delete_matching, retry_matching, BulkReport};
 pub use queues::{pause_queue, queues, resume_queue, Paused, QueueInfo};
 pub use runtimes::{runtimes, RuntimeInfo};
 
+mod bulk;
 mod queues;
 mod runtimes;
 
@@ -148,21 +150,7 @@ pub async fn retry_now(pool: &PgPool, id: i64) -> Result<(), Error> {
         Err(Error::Database {
             source: sqlx::Error::Database(e),
             ..
-        }) if e.is_unique_violation() => {
-            return Err(pinned(pool, "job_retry_now", |conn| {
-                Box::pin(async move {
-                    let row = db::control::job_get(conn, id)
-                        .await?
-                        .ok_or(Error::NotFound { id })?;
-                    let key = row.unique_key.unwrap_or_default();
-                    let holder = db::enqueue::job_find_live_by_key(conn, &row.kind, &key)
-                        .await?
-                        .unwrap_or(0);
-                    Ok(Error::UniqueKeyHeld { id, holder, key })
-                })
-            })
-            .await?)
-        }
+        }) if e.is_unique_violation() => return Err(unique_key_holder(pool, id).await?),
         other => other?,
     }
     .ok_or(Error::NotFound { id })?;
@@ -174,6 +162,24 @@ pub async fn retry_now(pool: &PgPool, id: i64) -> Result<(), Error> {
             action: "retried",
         }),
     }
+}
+
+/// [`Error::UniqueKeyHeld`] for job `id`, whose unique key a live job holds (its
+/// holder found now; 0 if it has ended meanwhile).
+async fn unique_key_holder(pool: &PgPool, id: i64) -> Result<Error, Error> {
+    pinned(pool, "job_retry_now", |conn| {
+        Box::pin(async move {
+            let row = db::control::job_get(conn, id)
+                .await?
+                .ok_or(Error::NotFound { id })?;
+            let key = row.unique_key.unwrap_or_default();
+            let holder = db::enqueue::job_find_live_by_key(conn, &row.kind, &key)
+                .await?
+                .unwrap_or(0);
+            Ok(Error::UniqueKeyHeld { id, holder, key })
+        })
+    })
+    .await
 }
 
 /// Age of the oldest open transaction in the database, for health checks: a

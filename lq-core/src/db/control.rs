@@ -205,6 +205,21 @@ pub async fn job_list(
         .map_err(err("job_list"))
 }
 
+/// The ids of up to `limit` jobs matching `filter`, highest first.
+pub async fn job_ids(
+    conn: &mut PgConnection,
+    filter: &JobFilter,
+    limit: i64,
+) -> Result<Vec<i64>, Error> {
+    let mut q = QueryBuilder::new(format!("select id from {}", filter.source()));
+    push_where(&mut q, filter);
+    q.push(" order by id desc limit ").push_bind(limit);
+    q.build_query_scalar()
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(err("job_ids"))
+}
+
 /// How many jobs match `filter`, per queue and state; no rows are loaded.
 pub async fn job_count(
     conn: &mut PgConnection,

@@ -124,6 +124,7 @@ macro_rules! requeue_or_end {
     };
 }
 
+pub mod bulk;
 pub mod claim;
 pub mod clock;
 pub mod cluster;

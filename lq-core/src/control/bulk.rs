@@ -1,0 +1,176 @@
+//! Bulk actions: retry, cancel or delete every job a [`JobFilter`] matches, in
+//! batches of short transactions, with a limit, reporting each refusal.
+
+use sqlx::PgPool;
+
+use super::pinned;
+use crate::{db, Error, JobFilter, JobState};
+
+/// Jobs acted on per transaction: short enough that no lock is held for long.
+const BATCH: i64 = 500;
+
+/// What a bulk action did.
+#[derive(Debug, Default)]
+#[non_exhaustive]
+pub struct BulkReport {
+    /// Jobs the filter matched and the action looked at.
+    pub matched: u64,
+    /// Ids of the jobs it acted on (retried, cancelled or deleted).
+    pub done: Vec<i64>,
+    /// The jobs it could not act on, each with the reason
+    /// ([`Error::WrongState`], [`Error::UniqueKeyHeld`], [`Error::NotFound`] for
+    /// one that was deleted meanwhile).
+    pub refused: Vec<(i64, Error)>,
+}
+
+/// Which bulk action.
+#[derive(Debug, Clone, Copy)]
+enum Action {
+    Retry,
+    Cancel,
+    Delete,
+}
+
+/// Queues every dead or cancelled job matching `filter` (at most `limit`) to run
+/// now with fresh attempts, as [`super::retry_now`] does one. A job whose unique
+/// key a live job holds is refused with [`Error::UniqueKeyHeld`] (of dead jobs
+/// sharing a key in one batch, the oldest takes it), and a job in another state
+/// with [`Error::WrongState`]; the others go ahead.
+///
+/// ```no_run
+/// use lq_core::{control, JobFilter, JobState};
+/// # async fn f(pool: sqlx::PgPool) -> Result<(), lq_core::Error> {
+/// // After an outage: everything of one kind that died in the last hour.
+/// let filter = JobFilter::new()
+///     .state(JobState::Dead)
+///     .kind("charge_card")
+///     .newer_than(std::time::Duration::from_secs(3600));
+/// let report = control::retry_matching(&pool, &filter, None).await?;
+/// println!("retried {}, refused {}", report.done.len(), report.refused.len());
+/// # Ok(()) }
+/// ```
+pub async fn retry_matching(
+    pool: &PgPool,
+    filter: &JobFilter,
+    limit: Option<u64>,
+) -> Result<BulkReport, Error> {
+    run(pool, filter, limit, Action::Retry).await
+}
+
+/// Cancels every live job matching `filter` (at most `limit`), as
+/// [`super::cancel`] does one; a finished job is refused with
+/// [`Error::WrongState`].
+pub async fn cancel_matching(
+    pool: &PgPool,
+    filter: &JobFilter,
+    limit: Option<u64>,
+) -> Result<BulkReport, Error> {
+    run(pool, filter, limit, Action::Cancel).await
+}
+
+/// Deletes for good every queued or finished job matching `filter` (at most
+/// `limit`); a running job is refused with [`Error::WrongState`] (cancel it
+/// first). A deleted queued job never runs, and its unique key is free again.
+pub async fn delete_matching(
+    pool: &PgPool,
+    filter: &JobFilter,
+    limit: Option<u64>,
+) -> Result<BulkReport, Error> {
+    run(pool, filter, limit, Action::Delete).await
+}
+
+async fn run(
+    pool: &PgPool,
+    filter: &JobFilter,
+    limit: Option<u64>,
+    action: Action,
+) -> Result<BulkReport, Error> {
+    let mut report = BulkReport::default();
+    let mut cursor = filter.clone();
+    loop {
+        let left = limit.map_or(u64::MAX, |l| l.saturating_sub(report.matched));
+        if left == 0 {
+            break;
+        }
+        let take = BATCH.min(i64::try_from(left).unwrap_or(i64::MAX));
+        let page = cursor.clone();
+        let ids = pinned(pool, "job_ids", |conn| {
+            Box::pin(async move { db::control::job_ids(conn, &page, take).await })
+        })
+        .await?;
+        let Some(&lowest) = ids.last() else { break };
+        report.matched += ids.len() as u64;
+        act(pool, &ids, action, &mut report).await?;
+        cursor = cursor.before_id(lowest);
+        if (ids.len() as i64) < take {
+            break;
+        }
+    }
+    report.done.sort_unstable();
+    Ok(report)
+}
+
+/// Acts on one batch in one transaction and sorts its ids into done and refused.
+async fn act(
+    pool: &PgPool,
+    ids: &[i64],
+    action: Action,
+    report: &mut BulkReport,
+) -> Result<(), Error> {
+    let batch = ids.to_vec();
+    let seen: Vec<(i64, JobState, bool)> = match action {
+        Action::Retry => {
+            pinned(pool, "jobs_retry_many", |conn| {
+                Box::pin(async move { db::bulk::jobs_retry_many(conn, &batch).await })
+            })
+            .await?
+        }
+        Action::Delete => {
+            pinned(pool, "jobs_delete_many", |conn| {
+                Box::pin(async move { db::bulk::jobs_delete_many(conn, &batch).await })
+            })
+            .await?
+        }
+        Action::Cancel => pinned(pool, "jobs_cancel_many", |conn| {
+            Box::pin(async move { db::bulk::jobs_cancel_many(conn, &batch).await })
+        })
+        .await?
+        .into_iter()
+        .map(|(id, state)| (id, state, state.is_live()))
+        .collect(),
+    };
+    let mut reported = std::collections::HashSet::new();
+    for (id, state, acted) in seen {
+        reported.insert(id);
+        if acted {
+            report.done.push(id);
+        } else {
+            report
+                .refused
+                .push((id, refusal(pool, id, state, action).await?));
+        }
+    }
+    // A job that ended or went away while the batch waited for its lock.
+    for &id in ids.iter().filter(|id| !reported.contains(id)) {
+        let err = match super::get(pool, id).await {
+            Ok(row) => refusal(pool, id, row.state, action).await?,
+            Err(Error::NotFound { id }) => Error::NotFound { id },
+            Err(e) => return Err(e),
+        };
+        report.refused.push((id, err));
+    }
+    Ok(())
+}
+
+/// Why `action` did not act on job `id`, found in `state`.
+async fn refusal(pool: &PgPool, id: i64, state: JobState, action: Action) -> Result<Error, Error> {
+    let wrong = |action| Error::WrongState { id, state, action };
+    Ok(match (action, state) {
+        (Action::Retry, JobState::Dead | JobState::Cancelled) => {
+            super::unique_key_holder(pool, id).await?
+        }
+        (Action::Retry, _) => wrong("retried"),
+        (Action::Cancel, _) => wrong("cancelled"),
+        (Action::Delete, _) => wrong("deleted"),
+    })
+}

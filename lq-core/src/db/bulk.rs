@@ -1,0 +1,124 @@
+//! Statements of the bulk actions: retry, cancel or delete a batch of jobs by id,
+//! each batch in one statement, reporting which ids it acted on.
+
+use sqlx::PgConnection;
+
+use super::err;
+use crate::{Error, JobState};
+
+/// Puts the dead or cancelled jobs among `ids` back in the queue to run now with
+/// fresh attempts (errors kept, newest 20). A job whose unique key a live job
+/// holds (or an earlier job of the batch took) stays where it is. Returns
+/// `(id, state before)` of every job found, and whether it was requeued.
+pub async fn jobs_retry_many(
+    conn: &mut PgConnection,
+    ids: &[i64],
+) -> Result<Vec<(i64, JobState, bool)>, Error> {
+    sqlx::query_as(
+        "with found as materialized (
+             select id, state from lq.all_jobs where id = any($1)
+         ),
+         cand as materialized (
+             select * from lq.finished_jobs
+             where id = any($1) and state in ('dead', 'cancelled')
+             order by id
+             for update
+         ),
+         requeued as (
+             insert into lq.jobs (id, kind, queue, priority, payload, state, run_at, attempts,
+                 max_attempts, unique_key, errors, created_at, started_at, meta)
+             overriding system value
+             select id, kind, queue, priority, payload, 'queued', now(), 0,
+                 max_attempts, unique_key, jsonb_path_query_array(errors, '$[last - 19 to last]'),
+                 created_at, started_at, meta
+             from cand
+             on conflict do nothing
+             returning id, queue
+         ),
+         gone as (
+             delete from lq.finished_jobs f using requeued r where f.id = r.id returning f.id
+         ),
+         woken as (
+             select pg_notify('lq_jobs', q) from (select distinct queue as q from requeued) qs
+         )
+         select f.id, f.state, exists (select from gone g where g.id = f.id)
+         from found f
+         where (select count(*) from woken) >= 0
+         order by f.id",
+    )
+    .bind(ids)
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(err("jobs_retry_many"))
+}
+
+/// Cancels the live jobs among `ids`: queued ones end `cancelled` now, running
+/// ones are flagged and their workers told by NOTIFY. Returns `(id, state
+/// before)` of every job found (finished ones are left as they are).
+pub async fn jobs_cancel_many(
+    conn: &mut PgConnection,
+    ids: &[i64],
+) -> Result<Vec<(i64, JobState)>, Error> {
+    sqlx::query_as(concat!(
+        "with old as materialized (
+             select id, state from lq.jobs where id = any($1) order by id for update
+         ),
+         flagged as (
+             update lq.jobs j
+             set cancel_requested_at = coalesce(j.cancel_requested_at, now())
+             from old where j.id = old.id and old.state = 'running'
+             returning j.id
+         ),
+         moved as (
+             delete from lq.jobs j
+             using old
+             where j.id = old.id and old.state = 'queued'
+             returning j.*, 'cancelled'::lq.job_state as final_state, j.errors as final_errors
+         ),
+         ",
+        archive_moved!(),
+        ",
+         told as (
+             select pg_notify('lq_cancel', f.id::text) from flagged f
+         ),
+         finished as (
+             select id, state from lq.finished_jobs where id = any($1)
+         )
+         select id, state from old
+         where (select count(*) from told) >= 0 and (select count(*) from archived) >= 0
+         union all
+         select id, state from finished
+         order by id"
+    ))
+    .bind(ids)
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(err("jobs_cancel_many"))
+}
+
+/// Deletes the queued and finished jobs among `ids` for good (a running job is
+/// left: cancel it first). Returns `(id, state before, deleted)` of every job found.
+pub async fn jobs_delete_many(
+    conn: &mut PgConnection,
+    ids: &[i64],
+) -> Result<Vec<(i64, JobState, bool)>, Error> {
+    sqlx::query_as(
+        "with live as (
+             delete from lq.jobs where id = any($1) and state = 'queued' returning id, state
+         ),
+         finished as (
+             delete from lq.finished_jobs where id = any($1) returning id, state
+         ),
+         running as (
+             select id, state from lq.jobs where id = any($1) and state = 'running'
+         )
+         select id, state, true from live
+         union all select id, state, true from finished
+         union all select id, state, false from running
+         order by 1",
+    )
+    .bind(ids)
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(err("jobs_delete_many"))
+}

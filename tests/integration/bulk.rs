@@ -1,0 +1,154 @@
+//! Bulk actions by filter: every matching job acted on, batch after batch, each
+//! refusal reported with its reason, nothing else touched.
+
+use lq_runtime::{control, CoreError, EnqueueOptions, Job, JobFilter, JobState};
+use lq_tests::TestDb;
+
+use crate::jobs::{Noop, UniqueOrder};
+
+async fn enqueue_noops(db: &TestDb, n: u64, queue: &str) -> Vec<i64> {
+    let jobs = (0..n).map(|n| Noop { n });
+    Noop::enqueue_many(&db.pool, jobs, EnqueueOptions::new().queue(queue))
+        .await
+        .unwrap()
+        .ids
+}
+
+async fn state_of(db: &TestDb, id: i64) -> JobState {
+    control::get(&db.pool, id).await.unwrap().state
+}
+
+#[tokio::test]
+async fn retry_by_filter_requeues_every_match_across_batches_and_reports_held_keys() {
+    let db = TestDb::new().await;
+    // 1,200 dead jobs: more than two batches.
+    let dead = enqueue_noops(&db, 1200, "default").await;
+    for id in &dead {
+        db.finish(*id, "dead", 60.0).await;
+    }
+    let untouched = enqueue_noops(&db, 3, "other").await;
+    db.finish(untouched[0], "dead", 60.0).await;
+    // A dead job whose key a live job holds again, and two dead jobs sharing a key.
+    let held = UniqueOrder { order_id: 1 }
+        .enqueue(&db.pool)
+        .await
+        .unwrap()
+        .id;
+    db.finish(held, "dead", 60.0).await;
+    let holder = UniqueOrder { order_id: 1 }
+        .enqueue(&db.pool)
+        .await
+        .unwrap()
+        .id;
+    let twin_a = UniqueOrder { order_id: 2 }
+        .enqueue(&db.pool)
+        .await
+        .unwrap()
+        .id;
+    db.finish(twin_a, "dead", 60.0).await;
+    let twin_b = UniqueOrder { order_id: 2 }
+        .enqueue(&db.pool)
+        .await
+        .unwrap()
+        .id;
+    db.finish(twin_b, "dead", 60.0).await;
+
+    let noops = JobFilter::new()
+        .state(JobState::Dead)
+        .queue("default")
+        .kind(Noop::KIND);
+    let counted: u64 = control::count(&db.pool, &noops)
+        .await
+        .unwrap()
+        .iter()
+        .map(|c| c.count)
+        .sum();
+    assert_eq!(counted, 1200);
+    let report = control::retry_matching(&db.pool, &noops, None)
+        .await
+        .unwrap();
+    assert_eq!(report.matched, 1200);
+    assert_eq!(report.done, dead);
+    assert!(report.refused.is_empty(), "{:?}", report.refused);
+    assert_eq!(db.count("queued").await, 1200 + 2 + 1);
+    assert_eq!(state_of(&db, untouched[0]).await, JobState::Dead);
+
+    let orders = JobFilter::new().kind(UniqueOrder::KIND);
+    let report = control::retry_matching(&db.pool, &orders, None)
+        .await
+        .unwrap();
+    assert_eq!(report.matched, 4);
+    // Within a batch the oldest twin goes first and takes the key.
+    assert_eq!(report.done, vec![twin_a]);
+    let mut refused: Vec<(i64, String)> = report
+        .refused
+        .iter()
+        .map(|(id, e)| (*id, e.to_string()))
+        .collect();
+    refused.sort();
+    assert_eq!(refused.len(), 3, "{refused:?}");
+    let reason = |id| &refused.iter().find(|r| r.0 == id).unwrap().1;
+    assert!(
+        matches!(report.refused.iter().find(|r| r.0 == held).unwrap().1,
+            CoreError::UniqueKeyHeld { holder: h, .. } if h == holder),
+        "{}",
+        reason(held)
+    );
+    assert!(
+        matches!(report.refused.iter().find(|r| r.0 == twin_b).unwrap().1,
+            CoreError::UniqueKeyHeld { holder: h, .. } if h == twin_a),
+        "{}",
+        reason(twin_b)
+    );
+    assert!(reason(holder).contains("queued"), "{}", reason(holder));
+    assert_eq!(state_of(&db, held).await, JobState::Dead);
+    assert_eq!(state_of(&db, twin_b).await, JobState::Dead);
+}
+
+#[tokio::test]
+async fn cancel_and_delete_by_filter_honour_the_limit_and_refuse_what_they_cannot_do() {
+    let db = TestDb::new().await;
+    let queued = enqueue_noops(&db, 10, "bulk-q").await;
+    let finished = enqueue_noops(&db, 2, "bulk-q").await;
+    db.finish(finished[0], "succeeded", 1.0).await;
+    db.finish(finished[1], "dead", 1.0).await;
+    let on_q = JobFilter::new().queue("bulk-q");
+
+    // A limit stops after that many matches, newest first.
+    let report = control::cancel_matching(&db.pool, &on_q.clone().state(JobState::Queued), Some(4))
+        .await
+        .unwrap();
+    assert_eq!(report.matched, 4);
+    assert_eq!(report.done, queued[6..].to_vec());
+    for id in &queued[6..] {
+        assert_eq!(state_of(&db, *id).await, JobState::Cancelled);
+    }
+    // Without a state, finished jobs match and are refused.
+    let report = control::cancel_matching(&db.pool, &on_q, None)
+        .await
+        .unwrap();
+    assert_eq!(report.matched, 12);
+    assert_eq!(report.done, queued[..6].to_vec());
+    assert_eq!(report.refused.len(), 6);
+    assert!(report.refused.iter().all(|(_, e)| matches!(
+        e,
+        CoreError::WrongState {
+            action: "cancelled",
+            ..
+        }
+    )));
+
+    // Delete removes them for good, live and finished.
+    let keep = enqueue_noops(&db, 1, "kept-q").await[0];
+    let report = control::delete_matching(&db.pool, &on_q, None)
+        .await
+        .unwrap();
+    assert_eq!((report.matched, report.done.len()), (12, 12));
+    assert!(report.refused.is_empty());
+    assert_eq!(control::list(&db.pool, &on_q, 100).await.unwrap().len(), 0);
+    assert_eq!(state_of(&db, keep).await, JobState::Queued);
+    let empty = control::delete_matching(&db.pool, &on_q, None)
+        .await
+        .unwrap();
+    assert_eq!((empty.matched, empty.done.len()), (0, 0));
+}
