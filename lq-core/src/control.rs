@@ -22,10 +22,12 @@ use crate::{db, Error, JobFilter, JobState};
 
 pub use crate::db::control::JobRow;
 pub use bulk::{cancel_matching, delete_matching, retry_matching, BulkReport};
+pub use cron::{cron_schedules, CronInfo};
 pub use queues::{pause_queue, queues, resume_queue, Paused, QueueInfo};
 pub use runtimes::{runtimes, RuntimeInfo};
 
 mod bulk;
+mod cron;
 mod queues;
 mod runtimes;
 

@@ -67,6 +67,16 @@ pub enum CatchUp {
     Skip,
 }
 
+impl CatchUp {
+    /// The policy's name, as `#[job(cron_catch_up = "...")]` spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CatchUp::Once => "once",
+            CatchUp::Skip => "skip",
+        }
+    }
+}
+
 /// A recurring schedule declared with `#[job(cron = "...")]`.
 #[derive(Debug, Clone, Copy)]
 pub struct CronSpec {

@@ -78,11 +78,39 @@ async fn pass(shared: &Shared, job: &CronJob) -> Result<FireReport, lq_core::Err
     .await
 }
 
+/// Records each schedule's declaration in `lq.cron_schedules`, for tools that
+/// do not have the job types. A failure costs only the description.
+async fn describe(shared: &Shared, jobs: &[CronJob]) {
+    for job in jobs {
+        let Some(spec) = job.desc.options.cron else {
+            continue;
+        };
+        let r = shared
+            .with_conn("cron_schedule_describe", |mut conn| async move {
+                db::cron::cron_schedule_describe(
+                    &mut conn,
+                    job.desc.kind,
+                    spec.expr,
+                    spec.tz,
+                    spec.catch_up.as_str(),
+                    job.desc.options.queue,
+                    &shared.config.owner,
+                )
+                .await
+            })
+            .await;
+        if let Err(e) = r {
+            warn!(kind = job.desc.kind, error = %chain(&e), "could not record the cron schedule's declaration");
+        }
+    }
+}
+
 /// Runs scheduling passes until the runtime stops.
 pub(crate) async fn run(shared: Arc<Shared>, jobs: Vec<CronJob>) {
     if jobs.is_empty() {
         return;
     }
+    describe(&shared, &jobs).await;
     loop {
         let mut wait = MAX_WAIT;
         for job in &jobs {

@@ -281,3 +281,41 @@ async fn fire_every_second(
     .await
     .unwrap()
 }
+
+/// A runtime that knows a recurring type records its declaration, so tools
+/// without the type show the schedule and its next fire time.
+#[tokio::test]
+async fn a_schedule_describes_itself_and_shows_its_next_tick() {
+    let db = TestDb::new().await;
+    let rt = Runtime::builder(db.pool.clone())
+        .queue("cron-test", 1)
+        .owner("cron-describer")
+        .start()
+        .await
+        .unwrap();
+    db.wait_for(
+        "a tick to fire",
+        "select exists (select from lq.cron_ticks where kind = 'test.every_second')",
+        Duration::from_secs(30),
+    )
+    .await;
+    let schedules = lq_runtime::control::cron_schedules(&db.pool).await.unwrap();
+    rt.shutdown().await.unwrap();
+    let s = schedules
+        .iter()
+        .find(|s| s.kind == "test.every_second")
+        .expect("listed");
+    assert_eq!(s.expr.as_deref(), Some("* * * * * *"));
+    assert_eq!(s.tz.as_deref(), Some("UTC"));
+    assert_eq!(s.catch_up.as_deref(), Some("once"));
+    assert_eq!(s.queue.as_deref(), Some("cron-test"));
+    assert_eq!(s.declared_by.as_deref(), Some("cron-describer"));
+    assert!(s.last_job_id.is_some());
+    let next = s.next_tick.expect("a next tick");
+    assert!(next > s.last_tick, "{next} after {}", s.last_tick);
+    assert!(
+        next - s.last_tick <= chrono::Duration::seconds(2),
+        "{next} {}",
+        s.last_tick
+    );
+}

@@ -125,3 +125,68 @@ pub async fn cron_schedule_rewind(
         .map_err(err("cron_schedule_rewind"))?;
     Ok(())
 }
+
+/// Records how `kind`'s schedule is declared (expression, zone, catch-up
+/// policy, queue, and the runtime that said so), creating its row (starting
+/// now) on first sight, so tools without the job types can show it.
+pub async fn cron_schedule_describe(
+    conn: &mut PgConnection,
+    kind: &str,
+    expr: &str,
+    tz: &str,
+    catch_up: &str,
+    queue: &str,
+    declared_by: &str,
+) -> Result<(), Error> {
+    sqlx::query(
+        "insert into lq.cron_schedules (kind, last_tick, expr, tz, catch_up, queue, declared_by)
+         values ($1, now(), $2, $3, $4, $5, $6)
+         on conflict (kind) do update set expr = excluded.expr, tz = excluded.tz,
+             catch_up = excluded.catch_up, queue = excluded.queue,
+             declared_by = excluded.declared_by
+         where (lq.cron_schedules.expr, lq.cron_schedules.tz, lq.cron_schedules.catch_up,
+                lq.cron_schedules.queue, lq.cron_schedules.declared_by)
+               is distinct from (excluded.expr, excluded.tz, excluded.catch_up,
+                                 excluded.queue, excluded.declared_by)",
+    )
+    .bind(kind)
+    .bind(expr)
+    .bind(tz)
+    .bind(catch_up)
+    .bind(queue)
+    .bind(declared_by)
+    .execute(&mut *conn)
+    .await
+    .map_err(err("cron_schedule_describe"))?;
+    Ok(())
+}
+
+/// One schedule row, with its newest fired tick's job.
+#[derive(Debug, sqlx::FromRow)]
+pub struct ScheduleRow {
+    pub kind: String,
+    pub expr: Option<String>,
+    pub tz: Option<String>,
+    pub catch_up: Option<String>,
+    pub queue: Option<String>,
+    pub declared_by: Option<String>,
+    pub last_tick: DateTime<Utc>,
+    pub checked_at: DateTime<Utc>,
+    pub last_job_id: Option<i64>,
+    pub now: DateTime<Utc>,
+}
+
+/// Every cron schedule, by kind.
+pub async fn cron_schedules_list(conn: &mut PgConnection) -> Result<Vec<ScheduleRow>, Error> {
+    sqlx::query_as(
+        "select s.kind, s.expr, s.tz, s.catch_up, s.queue, s.declared_by, s.last_tick, s.checked_at,
+             (select t.job_id from lq.cron_ticks t where t.kind = s.kind
+              order by t.tick desc limit 1) as last_job_id,
+             now() as now
+         from lq.cron_schedules s
+         order by s.kind",
+    )
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(err("cron_schedules_list"))
+}

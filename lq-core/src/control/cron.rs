@@ -1,0 +1,77 @@
+//! The cron schedules, as the database knows them.
+
+use chrono::{DateTime, Utc};
+use sqlx::PgPool;
+
+use super::pinned;
+use crate::{cron::Schedule, db, Error};
+
+/// Every recurring kind's schedule, by kind: its declaration (as the runtimes
+/// that know the type recorded it), the newest tick decided, the job of the
+/// newest tick fired, and the next fire time computed from the declaration.
+///
+/// ```no_run
+/// # async fn f(pool: sqlx::PgPool) -> Result<(), lq_core::Error> {
+/// for s in lq_core::control::cron_schedules(&pool).await? {
+///     println!("{} {:?} next {:?}", s.kind, s.expr, s.next_tick);
+/// }
+/// # Ok(()) }
+/// ```
+pub async fn cron_schedules(pool: &PgPool) -> Result<Vec<CronInfo>, Error> {
+    let rows = pinned(pool, "cron_schedules_list", |conn| {
+        Box::pin(async move { db::cron::cron_schedules_list(conn).await })
+    })
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|r| {
+            let schedule = match (&r.expr, &r.tz) {
+                (Some(expr), Some(tz)) => Schedule::parse(expr, tz).ok(),
+                _ => None,
+            };
+            // The first tick after the newest decided one; when that lies in the
+            // past the schedule is due and fires at the scheduler's next pass.
+            let next_tick = schedule
+                .as_ref()
+                .and_then(|s| s.next_after(r.last_tick.max(r.now - chrono::Duration::seconds(1))));
+            CronInfo {
+                kind: r.kind,
+                expr: r.expr,
+                tz: r.tz,
+                catch_up: r.catch_up,
+                queue: r.queue,
+                declared_by: r.declared_by,
+                last_tick: r.last_tick,
+                checked_at: r.checked_at,
+                last_job_id: r.last_job_id,
+                next_tick,
+            }
+        })
+        .collect())
+}
+
+/// One recurring kind's schedule, as [`cron_schedules`] reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CronInfo {
+    /// The recurring job's kind.
+    pub kind: String,
+    /// Its cron expression, once a runtime knowing the type has recorded it.
+    pub expr: Option<String>,
+    /// The IANA zone the expression is read in.
+    pub tz: Option<String>,
+    /// What happens to ticks missed while no runtime ran (`once` or `skip`).
+    pub catch_up: Option<String>,
+    /// The queue its jobs go to.
+    pub queue: Option<String>,
+    /// The runtime that recorded the declaration.
+    pub declared_by: Option<String>,
+    /// The newest tick decided (fired or skipped).
+    pub last_tick: DateTime<Utc>,
+    /// When a scheduler last looked at it.
+    pub checked_at: DateTime<Utc>,
+    /// The job of the newest tick fired, if its record is kept.
+    pub last_job_id: Option<i64>,
+    /// The next tick to fire (database time), from the declaration.
+    pub next_tick: Option<DateTime<Utc>>,
+}
