@@ -23,11 +23,13 @@ use crate::{db, Error, JobFilter, JobState};
 pub use crate::db::control::JobRow;
 pub use bulk::{cancel_matching, delete_matching, retry_matching, BulkReport};
 pub use cron::{cron_schedules, CronInfo};
+pub use doctor::{doctor, Check};
 pub use queues::{pause_queue, queues, resume_queue, Paused, QueueInfo};
 pub use runtimes::{runtimes, RuntimeInfo};
 
 mod bulk;
 mod cron;
+mod doctor;
 mod queues;
 mod runtimes;
 
@@ -182,6 +184,30 @@ async fn unique_key_holder(pool: &PgPool, id: i64) -> Result<Error, Error> {
         })
     })
     .await
+}
+
+/// Deletes finished jobs older than their retention now, in batches: succeeded
+/// and cancelled ones finished more than `keep_finished` ago, dead ones more
+/// than `keep_dead` ago (the leader runtime does this every `prune_interval`).
+/// Returns how many were deleted.
+pub async fn prune(
+    pool: &PgPool,
+    keep_finished: Duration,
+    keep_dead: Duration,
+) -> Result<u64, Error> {
+    const BATCH: i64 = 5000;
+    let (finished, dead) = (keep_finished.as_secs_f64(), keep_dead.as_secs_f64());
+    let mut total = 0;
+    loop {
+        let n = pinned(pool, "job_prune", |conn| {
+            Box::pin(async move { db::maintenance::job_prune(conn, finished, dead, BATCH).await })
+        })
+        .await?;
+        total += n;
+        if n < BATCH as u64 {
+            return Ok(total);
+        }
+    }
 }
 
 /// Age of the oldest open transaction in the database, for health checks: a

@@ -44,6 +44,8 @@ pub struct JobFilter {
     pub older_than: Option<Duration>,
     /// Enqueued at most this long ago (database time).
     pub newer_than: Option<Duration>,
+    /// Finished at most this long ago (database time); only finished jobs match.
+    pub finished_within: Option<Duration>,
     /// Payload contains this JSON (PostgreSQL's `@>`).
     pub payload_contains: Option<serde_json::Value>,
     /// Metadata contains this JSON (PostgreSQL's `@>`).
@@ -99,6 +101,13 @@ impl JobFilter {
         self
     }
 
+    /// Only jobs that finished at most `age` ago (the recent history, read
+    /// through its `finished_at` index).
+    pub fn finished_within(mut self, age: Duration) -> Self {
+        self.finished_within = Some(age);
+        self
+    }
+
     /// Only jobs whose payload contains `json` (`{"user_id": 42}` matches any
     /// payload with that field and value).
     pub fn payload_contains(mut self, json: serde_json::Value) -> Self {
@@ -116,7 +125,7 @@ impl JobFilter {
     /// the history, one on final states only never reads the queue table.
     pub(crate) fn source(&self) -> &'static str {
         let live = self.states.iter().any(|s| s.is_live());
-        let finished = self.states.iter().any(|s| !s.is_live());
+        let finished = self.states.iter().any(|s| !s.is_live()) || self.finished_within.is_some();
         match (live, finished) {
             (true, false) => "lq.jobs",
             (false, true) => "lq.finished_jobs",

@@ -71,7 +71,7 @@ pub use job::{CatchUp, CronSpec, Job, JobOptions, DEFAULT_LEASE, MAX_PAYLOAD_BYT
 pub use job_error::{chain, BoxError, Failure, JobError};
 pub use job_filter::JobFilter;
 pub use lq_macros::Job;
-pub use migrate::{migrate, schema_version, SCHEMA_VERSION};
+pub use migrate::{migrate, pending_migrations, schema_version, PendingMigration, SCHEMA_VERSION};
 pub use names::{validate_name, MAX_NAME_LEN};
 pub use perform::Perform;
 pub use registry::{JobDescriptor, PerformFn, Registry};

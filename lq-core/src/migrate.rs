@@ -86,3 +86,38 @@ pub async fn schema_version(pool: &PgPool) -> Result<i32, Error> {
     )
     .await
 }
+
+/// A migration not yet applied, as [`pending_migrations`] lists it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PendingMigration {
+    /// The version it brings the schema to.
+    pub version: i32,
+    /// Its file name, without `.sql`.
+    pub name: &'static str,
+    /// The SQL [`migrate`] would run (in one transaction, with the version bump).
+    pub sql: &'static str,
+}
+
+/// The migrations [`migrate`] would apply now, oldest first, without applying
+/// anything (for a dry run, or a review by a DBA). Fails with
+/// [`Error::SchemaTooNew`] when the database is ahead of this build.
+pub async fn pending_migrations(pool: &PgPool) -> Result<Vec<PendingMigration>, Error> {
+    let found = schema_version(pool).await?;
+    if found > SCHEMA_VERSION {
+        return Err(Error::SchemaTooNew {
+            found,
+            known: SCHEMA_VERSION,
+        });
+    }
+    Ok(MIGRATIONS
+        .iter()
+        .enumerate()
+        .skip(found.max(0) as usize)
+        .map(|(index, (name, sql))| PendingMigration {
+            version: index as i32 + 1,
+            name,
+            sql,
+        })
+        .collect())
+}

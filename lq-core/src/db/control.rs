@@ -181,6 +181,11 @@ fn push_where(q: &mut QueryBuilder<'_, Postgres>, filter: &JobFilter) {
             .push_bind(age.as_secs_f64())
             .push(")");
     }
+    if let Some(age) = filter.finished_within {
+        q.push(" and finished_at >= now() - make_interval(secs => ")
+            .push_bind(age.as_secs_f64())
+            .push(")");
+    }
     if let Some(json) = &filter.payload_contains {
         q.push(" and payload @> ").push_bind(json.clone());
     }

@@ -130,6 +130,7 @@ pub mod clock;
 pub mod cluster;
 pub mod control;
 pub mod cron;
+pub mod doctor;
 pub mod enqueue;
 pub mod finish;
 pub mod lease;

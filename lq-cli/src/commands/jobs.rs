@@ -1,0 +1,290 @@
+//! `lq jobs list|show|retry|cancel|delete`.
+
+use std::io::{BufRead, IsTerminal, Write};
+
+use clap::{Args, Subcommand};
+use lq_runtime::{
+    control::{self, BulkReport, JobRow},
+    JobFilter,
+};
+use serde_json::json;
+use sqlx::PgPool;
+
+use crate::{
+    filter_args::FilterArgs,
+    output::{cut, Out},
+    Failure, Outcome,
+};
+
+#[derive(Debug, Subcommand)]
+pub enum JobsCommand {
+    /// Jobs matching a filter, newest first.
+    List {
+        #[command(flatten)]
+        filter: FilterArgs,
+        /// Most jobs shown.
+        #[arg(long, default_value_t = 50)]
+        limit: i64,
+        /// Only ids below this (the next page after one ending at it).
+        #[arg(long)]
+        before: Option<i64>,
+    },
+    /// One job: every field, its payload and each failed attempt's error.
+    Show {
+        /// The job's id.
+        id: i64,
+    },
+    /// Run dead or cancelled jobs again now, with fresh attempts.
+    Retry(BulkArgs),
+    /// Cancel queued or running jobs.
+    Cancel(BulkArgs),
+    /// Delete queued or finished jobs for good.
+    Delete(BulkArgs),
+}
+
+/// Which jobs a bulk action takes: ids, or a filter, or `--all`.
+#[derive(Debug, Args)]
+pub struct BulkArgs {
+    /// These jobs (instead of a filter).
+    ids: Vec<i64>,
+    #[command(flatten)]
+    filter: FilterArgs,
+    /// Every job (required when no id or filter is given).
+    #[arg(long)]
+    all: bool,
+    /// Act on at most this many (newest first).
+    #[arg(long)]
+    limit: Option<u64>,
+    /// Do not ask for confirmation.
+    #[arg(long, short)]
+    yes: bool,
+    /// Show how many jobs match, and change nothing.
+    #[arg(long)]
+    dry_run: bool,
+}
+
+pub(crate) async fn run(
+    pool: &PgPool,
+    out: &Out,
+    command: JobsCommand,
+) -> Result<Outcome, Failure> {
+    match command {
+        JobsCommand::List {
+            filter,
+            limit,
+            before,
+        } => {
+            let mut f = filter.to_filter();
+            f.before_id = before;
+            let rows = control::list(pool, &f, limit).await?;
+            out.emit(
+                json!({"jobs": rows.iter().map(row_json).collect::<Vec<_>>()}),
+                || {
+                    let mut t = crate::output::table(&[
+                        "id",
+                        "kind",
+                        "queue",
+                        "state",
+                        "attempts",
+                        "when",
+                        "last error",
+                    ]);
+                    for r in &rows {
+                        let when = r
+                            .finished_at
+                            .or(r
+                                .started_at
+                                .filter(|_| r.state.is_live() && r.lease_owner.is_some()))
+                            .unwrap_or(r.run_at);
+                        t.add_row(vec![
+                            r.id.to_string(),
+                            r.kind.clone(),
+                            r.queue.clone(),
+                            r.state.to_string(),
+                            format!("{}/{}", r.attempts, r.max_attempts),
+                            when.format("%F %T").to_string(),
+                            r.errors.last().map_or(String::new(), |e| cut(&e.error, 60)),
+                        ]);
+                    }
+                    t
+                },
+            );
+            if !out.is_json() && rows.len() as i64 == limit {
+                if let Some(last) = rows.last() {
+                    println!("(more: --before {})", last.id);
+                }
+            }
+            Ok(Outcome::Clean)
+        }
+        JobsCommand::Show { id } => {
+            let r = control::get(pool, id).await?;
+            if out.is_json() {
+                println!("{:#}", row_json(&r));
+                return Ok(Outcome::Clean);
+            }
+            let opt = |t: Option<lq_runtime::chrono::DateTime<lq_runtime::chrono::Utc>>| {
+                t.map_or("-".to_owned(), |t| t.to_rfc3339())
+            };
+            for (k, v) in [
+                ("id", r.id.to_string()),
+                ("kind", r.kind.clone()),
+                ("queue", r.queue.clone()),
+                ("state", r.state.to_string()),
+                ("priority", r.priority.to_string()),
+                ("attempts", format!("{} of {}", r.attempts, r.max_attempts)),
+                (
+                    "unique key",
+                    r.unique_key.clone().unwrap_or_else(|| "-".into()),
+                ),
+                ("created", r.created_at.to_rfc3339()),
+                ("run at", r.run_at.to_rfc3339()),
+                ("started", opt(r.started_at)),
+                ("finished", opt(r.finished_at)),
+                (
+                    "worker",
+                    r.lease_owner.clone().unwrap_or_else(|| "-".into()),
+                ),
+                ("cancel requested", opt(r.cancel_requested_at)),
+            ] {
+                println!("{k:>16}  {v}");
+            }
+            println!("{:>16}  {}", "payload", pretty(r.payload.get()));
+            if let Some(meta) = &r.meta {
+                println!("{:>16}  {}", "meta", pretty(meta.get()));
+            }
+            for e in &r.errors {
+                println!(
+                    "{:>16}  {} on {}: {}",
+                    format!("attempt {}", e.attempt),
+                    e.at.to_rfc3339(),
+                    e.worker.as_deref().unwrap_or("-"),
+                    e.error
+                );
+            }
+            Ok(Outcome::Clean)
+        }
+        JobsCommand::Retry(a) => bulk(pool, out, a, "retry").await,
+        JobsCommand::Cancel(a) => bulk(pool, out, a, "cancel").await,
+        JobsCommand::Delete(a) => bulk(pool, out, a, "delete").await,
+    }
+}
+
+/// Indented JSON when it decodes (any depth is printed raw otherwise).
+fn pretty(text: &str) -> String {
+    serde_json::from_str::<serde_json::Value>(text)
+        .map(|v| format!("{v:#}").replace('\n', &format!("\n{:>18}", "")))
+        .unwrap_or_else(|_| text.to_owned())
+}
+
+fn row_json(r: &JobRow) -> serde_json::Value {
+    json!({
+        "id": r.id, "kind": r.kind, "queue": r.queue, "state": r.state,
+        "priority": r.priority, "attempts": r.attempts, "max_attempts": r.max_attempts,
+        "unique_key": r.unique_key, "run_at": r.run_at, "created_at": r.created_at,
+        "started_at": r.started_at, "finished_at": r.finished_at,
+        "lease_owner": r.lease_owner, "cancel_requested_at": r.cancel_requested_at,
+        "payload": r.payload, "meta": r.meta, "errors": r.errors,
+    })
+}
+
+async fn bulk(pool: &PgPool, out: &Out, a: BulkArgs, verb: &str) -> Result<Outcome, Failure> {
+    if !a.ids.is_empty() && !a.filter.is_empty() {
+        return Err("give job ids or filter flags, not both".into());
+    }
+    let filters: Vec<JobFilter> = if a.ids.is_empty() {
+        if a.filter.is_empty() && !a.all {
+            return Err(format!(
+                "{verb} which jobs? give ids, filter flags (see --help), or --all"
+            )
+            .into());
+        }
+        vec![a.filter.to_filter()]
+    } else {
+        a.ids
+            .iter()
+            .map(|id| JobFilter::new().id_range(*id, *id))
+            .collect()
+    };
+    let mut matched = 0u64;
+    for f in &filters {
+        matched += control::count(pool, f)
+            .await?
+            .iter()
+            .map(|c| c.count)
+            .sum::<u64>();
+    }
+    let matched = a.limit.map_or(matched, |l| matched.min(l));
+    if a.dry_run {
+        out.emit(
+            json!({"action": verb, "matched": matched, "dry_run": true}),
+            || {
+                let mut t = crate::output::table(&["action", "jobs matching"]);
+                t.add_row(vec![verb.to_owned(), matched.to_string()]);
+                t
+            },
+        );
+        return Ok(Outcome::Clean);
+    }
+    if matched == 0 {
+        out.emit(
+            json!({"action": verb, "matched": 0, "done": [], "refused": []}),
+            || {
+                let mut t = crate::output::table(&["action", "jobs matching"]);
+                t.add_row(vec![verb.to_owned(), "0".to_owned()]);
+                t
+            },
+        );
+        return Ok(Outcome::Clean);
+    }
+    if !a.yes && !confirm(&format!("{verb} {matched} jobs?"))? {
+        return Err("not confirmed; nothing changed".into());
+    }
+    let mut total = BulkReport::default();
+    for f in &filters {
+        let left = a.limit.map(|l| l.saturating_sub(total.matched));
+        if left == Some(0) {
+            break;
+        }
+        let r = match verb {
+            "retry" => control::retry_matching(pool, f, left).await?,
+            "cancel" => control::cancel_matching(pool, f, left).await?,
+            _ => control::delete_matching(pool, f, left).await?,
+        };
+        total.matched += r.matched;
+        total.done.extend(r.done);
+        total.refused.extend(r.refused);
+    }
+    out.emit(
+        json!({
+            "action": verb,
+            "matched": total.matched,
+            "done": total.done,
+            "refused": total.refused.iter().map(|(id, e)| json!({"id": id, "reason": e.to_string()})).collect::<Vec<_>>(),
+        }),
+        || {
+            let mut t = crate::output::table(&["action", "matched", "done", "refused"]);
+            t.add_row(vec![verb.to_owned(), total.matched.to_string(), total.done.len().to_string(), total.refused.len().to_string()]);
+            for (id, e) in &total.refused {
+                t.add_row(vec![String::new(), id.to_string(), String::new(), e.to_string()]);
+            }
+            t
+        },
+    );
+    Ok(if total.refused.is_empty() {
+        Outcome::Clean
+    } else {
+        Outcome::Findings
+    })
+}
+
+/// Asks on the terminal; refuses when there is none (pass `--yes` in scripts).
+fn confirm(question: &str) -> Result<bool, Failure> {
+    if !std::io::stdin().is_terminal() {
+        return Err(format!("{question} — no terminal to ask on: pass --yes to go ahead").into());
+    }
+    eprint!("{question} [y/N] ");
+    std::io::stderr().flush()?;
+    let mut answer = String::new();
+    std::io::stdin().lock().read_line(&mut answer)?;
+    Ok(matches!(answer.trim(), "y" | "Y" | "yes"))
+}

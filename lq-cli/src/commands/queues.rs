@@ -1,0 +1,82 @@
+//! `lq queues list|pause|resume`.
+
+use clap::Subcommand;
+use lq_runtime::control;
+use serde_json::json;
+use sqlx::PgPool;
+
+use crate::{output::Out, Failure, Outcome};
+
+#[derive(Debug, Subcommand)]
+pub enum QueuesCommand {
+    /// Every queue with live jobs, recent history or a pause (as `lq status`).
+    List,
+    /// Stop every runtime claiming from a queue (running jobs finish); it stays
+    /// paused across restarts.
+    Pause {
+        /// The queue.
+        queue: String,
+        /// Who pauses it and why, recorded with the pause.
+        #[arg(long, default_value_t = default_by())]
+        by: String,
+    },
+    /// Let runtimes claim from a paused queue again, at once.
+    Resume {
+        /// The queue.
+        queue: String,
+    },
+}
+
+/// `$USER@lq`, or `lq`.
+fn default_by() -> String {
+    std::env::var("USER").map_or_else(|_| "lq".to_owned(), |u| format!("{u} (lq)"))
+}
+
+pub(crate) async fn run(
+    pool: &PgPool,
+    out: &Out,
+    command: QueuesCommand,
+) -> Result<Outcome, Failure> {
+    match command {
+        QueuesCommand::List => {
+            return super::status::run(pool, out, super::status::StatusArgs::default()).await;
+        }
+        QueuesCommand::Pause { queue, by } => {
+            let changed = control::pause_queue(pool, &queue, &by).await?;
+            out.emit(
+                json!({"queue": queue, "paused": true, "changed": changed}),
+                || {
+                    let mut t = crate::output::table(&["queue", "state"]);
+                    t.add_row(vec![
+                        queue.clone(),
+                        if changed {
+                            "paused".into()
+                        } else {
+                            "already paused".to_owned()
+                        },
+                    ]);
+                    t
+                },
+            );
+        }
+        QueuesCommand::Resume { queue } => {
+            let changed = control::resume_queue(pool, &queue).await?;
+            out.emit(
+                json!({"queue": queue, "paused": false, "changed": changed}),
+                || {
+                    let mut t = crate::output::table(&["queue", "state"]);
+                    t.add_row(vec![
+                        queue.clone(),
+                        if changed {
+                            "resumed".into()
+                        } else {
+                            "was not paused".to_owned()
+                        },
+                    ]);
+                    t
+                },
+            );
+        }
+    }
+    Ok(Outcome::Clean)
+}

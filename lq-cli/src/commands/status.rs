@@ -1,0 +1,117 @@
+//! `lq status [--watch]`: one line per queue.
+
+use std::{collections::BTreeMap, time::Duration};
+
+use clap::Args;
+use lq_runtime::{control, JobFilter, JobState};
+use serde_json::json;
+use sqlx::PgPool;
+
+use crate::{
+    filter_args::parse_duration,
+    output::{human, Out},
+    Failure, Outcome,
+};
+
+#[derive(Debug, Default, Args)]
+pub struct StatusArgs {
+    /// Redraw every this often (e.g. `2s`) until Ctrl-C.
+    #[arg(long, value_parser = parse_duration)]
+    pub watch: Option<Duration>,
+}
+
+/// One queue's line.
+#[derive(Default)]
+struct Line {
+    paused: Option<lq_runtime::control::Paused>,
+    available: u64,
+    scheduled: u64,
+    running: u64,
+    oldest_wait: Option<Duration>,
+    succeeded_1h: u64,
+    dead_1h: u64,
+}
+
+async fn lines(pool: &PgPool) -> Result<BTreeMap<String, Line>, Failure> {
+    let mut lines: BTreeMap<String, Line> = BTreeMap::new();
+    for q in control::queues(pool).await? {
+        lines.insert(
+            q.name.clone(),
+            Line {
+                paused: q.paused,
+                available: q.available,
+                scheduled: q.scheduled,
+                running: q.running,
+                oldest_wait: q.oldest_available_wait,
+                ..Line::default()
+            },
+        );
+    }
+    let hour = JobFilter::new().finished_within(Duration::from_secs(3600));
+    for c in control::count(pool, &hour).await? {
+        let line = lines.entry(c.queue).or_default();
+        match c.state {
+            JobState::Succeeded => line.succeeded_1h += c.count,
+            JobState::Dead => line.dead_1h += c.count,
+            _ => {}
+        }
+    }
+    Ok(lines)
+}
+
+fn print(out: &Out, lines: &BTreeMap<String, Line>) {
+    out.emit(
+        json!({"queues": lines.iter().map(|(name, l)| json!({
+            "queue": name, "available": l.available,
+            "paused": l.paused.as_ref().map(|p| json!({"at": p.at, "by": p.by})),
+            "scheduled": l.scheduled, "running": l.running,
+            "oldest_wait_secs": l.oldest_wait.map(|d| d.as_secs_f64()),
+            "succeeded_last_hour": l.succeeded_1h, "dead_last_hour": l.dead_1h,
+        })).collect::<Vec<_>>()}),
+        || {
+            let mut t = crate::output::table(&[
+                "queue",
+                "ready",
+                "scheduled",
+                "running",
+                "oldest wait",
+                "succeeded 1h",
+                "dead 1h",
+                "paused",
+            ]);
+            for (name, l) in lines {
+                t.add_row(vec![
+                    name.clone(),
+                    l.available.to_string(),
+                    l.scheduled.to_string(),
+                    l.running.to_string(),
+                    l.oldest_wait.map_or("-".to_owned(), human),
+                    l.succeeded_1h.to_string(),
+                    l.dead_1h.to_string(),
+                    l.paused.as_ref().map_or(String::new(), |p| {
+                        format!("{} by {}", p.at.format("%F %T"), p.by)
+                    }),
+                ]);
+            }
+            t
+        },
+    );
+}
+
+pub(crate) async fn run(pool: &PgPool, out: &Out, args: StatusArgs) -> Result<Outcome, Failure> {
+    let Some(every) = args.watch else {
+        print(out, &lines(pool).await?);
+        return Ok(Outcome::Clean);
+    };
+    loop {
+        let now = lines(pool).await?;
+        if !out.is_json() {
+            print!("\x1b[2J\x1b[H");
+        }
+        print(out, &now);
+        tokio::select! {
+            _ = tokio::time::sleep(every) => {}
+            _ = tokio::signal::ctrl_c() => return Ok(Outcome::Clean),
+        }
+    }
+}

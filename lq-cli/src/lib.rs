@@ -1,0 +1,141 @@
+//! `lq`, litequeue's command line: what an operator needs without writing SQL.
+//!
+//! Every command is a thin layer over [`lq_runtime::control`], the same calls
+//! the dashboard and an application's own tools use. Run it as the `lq`
+//! binary, or mount it in an application's own command line (its job types
+//! are then linked in, and `doctor` knows them):
+//!
+//! ```no_run
+//! use clap::Parser;
+//!
+//! #[derive(Parser)]
+//! enum MyApp {
+//!     /// Serve the web application.
+//!     Serve,
+//!     /// Inspect and operate the job queue.
+//!     Lq(lq_cli::LqArgs),
+//! }
+//!
+//! #[tokio::main]
+//! async fn main() -> std::process::ExitCode {
+//!     match MyApp::parse() {
+//!         MyApp::Serve => std::process::ExitCode::SUCCESS,
+//!         MyApp::Lq(args) => lq_cli::run(args).await,
+//!     }
+//! }
+//! ```
+//!
+//! Exit codes: 0 when all went well; 1 when the command worked but found
+//! something (a failing `doctor` check, a refused job in a bulk action); 2 for
+//! an error (bad arguments, no database, a failed call).
+
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+use sqlx::PgPool;
+
+mod commands;
+mod filter_args;
+mod output;
+
+pub use output::Format;
+
+/// The `lq` command line: connection options, output format and a command.
+#[derive(Debug, Args)]
+pub struct LqArgs {
+    /// PostgreSQL URL of the database that holds the `lq` schema.
+    #[arg(long, env = "DATABASE_URL", global = true, hide_env_values = true)]
+    pub database_url: Option<String>,
+    /// Output: `table` for people, `json` for scripts.
+    #[arg(long, value_enum, default_value_t = Format::Table, global = true)]
+    pub format: Format,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The commands of `lq`.
+#[derive(Debug, Subcommand)]
+// Parsed once per process: the size of the largest variant costs nothing.
+#[allow(clippy::large_enum_variant)]
+pub enum Command {
+    /// Create or upgrade the `lq` schema.
+    Migrate(commands::migrate::MigrateArgs),
+    /// Check what makes queues slow down or jobs stop; exit 1 on any finding.
+    Doctor,
+    /// Per queue: ready, scheduled and running jobs, the oldest wait, the last
+    /// hour's successes and deaths, and pauses.
+    Status(commands::status::StatusArgs),
+    /// List, show, retry, cancel or delete jobs.
+    #[command(subcommand)]
+    Jobs(commands::jobs::JobsCommand),
+    /// List, pause or resume queues.
+    #[command(subcommand)]
+    Queues(commands::queues::QueuesCommand),
+    /// The runtimes of the cluster and the leader.
+    Runtimes,
+    /// Cron schedules and their next fire times.
+    #[command(subcommand)]
+    Cron(commands::cron::CronCommand),
+    /// Delete finished jobs older than their retention now.
+    Prune(commands::prune::PruneArgs),
+}
+
+/// Connects and runs `args`, printing to stdout (results) and stderr (errors);
+/// returns the exit code.
+pub async fn run(args: LqArgs) -> ExitCode {
+    let Some(url) = args.database_url.as_deref() else {
+        eprintln!("lq: no database: pass --database-url or set DATABASE_URL");
+        return ExitCode::from(2);
+    };
+    let pool = match sqlx::postgres::PgPoolOptions::new()
+        .max_connections(2)
+        .acquire_timeout(std::time::Duration::from_secs(10))
+        .connect(url)
+        .await
+    {
+        Ok(pool) => pool,
+        Err(e) => {
+            eprintln!("lq: cannot connect to the database: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let code = run_on(&pool, args.format, args.command).await;
+    pool.close().await;
+    code
+}
+
+/// Runs `command` on `pool` (for an application that has its own pool).
+pub async fn run_on(pool: &PgPool, format: Format, command: Command) -> ExitCode {
+    let out = output::Out::new(format);
+    let result = match command {
+        Command::Migrate(a) => commands::migrate::run(pool, &out, a).await,
+        Command::Doctor => commands::doctor::run(pool, &out).await,
+        Command::Status(a) => commands::status::run(pool, &out, a).await,
+        Command::Jobs(c) => commands::jobs::run(pool, &out, c).await,
+        Command::Queues(c) => commands::queues::run(pool, &out, c).await,
+        Command::Runtimes => commands::runtimes::run(pool, &out).await,
+        Command::Cron(c) => commands::cron::run(pool, &out, c).await,
+        Command::Prune(a) => commands::prune::run(pool, &out, a).await,
+    };
+    match result {
+        Ok(Outcome::Clean) => ExitCode::SUCCESS,
+        Ok(Outcome::Findings) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("lq: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// How a command that ran went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// Nothing to report.
+    Clean,
+    /// Worked, and found something an operator should see (exit 1).
+    Findings,
+}
+
+/// A command's failure, printed as `lq: …` (exit 2).
+pub(crate) type Failure = Box<dyn std::error::Error + Send + Sync>;

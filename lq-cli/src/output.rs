@@ -1,0 +1,85 @@
+//! Output: aligned tables for people, JSON for scripts.
+
+use std::time::Duration;
+
+use comfy_table::{presets, Table};
+
+/// How `lq` prints results.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// Aligned columns.
+    Table,
+    /// One JSON document on stdout.
+    Json,
+}
+
+/// Where a command's results go.
+pub(crate) struct Out {
+    format: Format,
+}
+
+impl Out {
+    pub fn new(format: Format) -> Self {
+        Self { format }
+    }
+
+    /// True when results are JSON (commands skip decorations then).
+    pub fn is_json(&self) -> bool {
+        self.format == Format::Json
+    }
+
+    /// Prints `json` (JSON format) or the table `table` builds (table format).
+    pub fn emit(&self, json: serde_json::Value, table: impl FnOnce() -> Table) {
+        match self.format {
+            Format::Json => println!("{json:#}"),
+            Format::Table => println!("{}", table()),
+        }
+    }
+}
+
+/// A table with `headers`, plain aligned columns (easy to read and to grep).
+pub(crate) fn table(headers: &[&str]) -> Table {
+    let mut t = Table::new();
+    t.load_preset(presets::NOTHING);
+    t.set_header(headers.iter().copied());
+    t
+}
+
+/// A duration for people: `850ms`, `12s`, `3m 20s`, `2h 5m`.
+pub(crate) fn human(d: Duration) -> String {
+    let secs = d.as_secs();
+    if secs == 0 {
+        return format!("{}ms", d.as_millis());
+    }
+    let rounded = Duration::from_secs(if secs >= 3600 { secs / 60 * 60 } else { secs });
+    humantime::format_duration(rounded).to_string()
+}
+
+/// `text` cut to `max` characters with an ellipsis.
+pub(crate) fn cut(text: &str, max: usize) -> String {
+    let one_line = text.replace('\n', " ");
+    if one_line.chars().count() <= max {
+        return one_line;
+    }
+    let mut s: String = one_line.chars().take(max.saturating_sub(1)).collect();
+    s.push('…');
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_at_a_glance() {
+        assert_eq!(human(Duration::from_millis(850)), "850ms");
+        assert_eq!(human(Duration::from_secs(200)), "3m 20s");
+        assert_eq!(human(Duration::from_secs(7530)), "2h 5m");
+    }
+
+    #[test]
+    fn long_text_is_cut_on_one_line() {
+        assert_eq!(cut("a\nb", 10), "a b");
+        assert_eq!(cut("abcdef", 4), "abc…");
+    }
+}

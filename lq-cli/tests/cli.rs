@@ -1,0 +1,310 @@
+//! The `lq` binary run as a process against a real PostgreSQL, its JSON parsed
+//! and its exit codes checked.
+
+use std::process::Command;
+
+use lq_runtime::{control, Job, JobContext, JobError, JobState, Perform, Runtime};
+use lq_tests::TestDb;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// A job the runtime in these tests can run.
+#[derive(Serialize, Deserialize, Job)]
+#[job(kind = "cli.ping", queue = "cli-q")]
+struct Ping {
+    n: u32,
+}
+
+impl Perform for Ping {
+    async fn perform(&self, _ctx: &JobContext) -> Result<(), JobError> {
+        Ok(())
+    }
+}
+
+/// Runs `lq --format json ARGS` on `db`; returns the exit code and parsed stdout
+/// (Null when stdout is empty), and stderr.
+fn lq(db: &TestDb, args: &[&str]) -> (i32, Value, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_lq"))
+        .args(["--format", "json"])
+        .args(args)
+        .env("DATABASE_URL", &db.url)
+        .output()
+        .expect("run lq");
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let json = if stdout.trim().is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+    };
+    (
+        out.status.code().unwrap_or(-1),
+        json,
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+/// Inserts queued jobs of `kind` on `queue`, and returns their ids.
+async fn insert(db: &TestDb, kind: &str, queue: &str, n: i64) -> Vec<i64> {
+    sqlx::query_scalar(
+        "insert into lq.jobs (kind, queue, payload, max_attempts)
+         select $1, $2, jsonb_build_object('n', g), 3 from generate_series(1, $3) g returning id",
+    )
+    .bind(kind)
+    .bind(queue)
+    .bind(n)
+    .fetch_all(&db.pool)
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn migrate_shows_its_sql_on_a_dry_run_then_applies_it() {
+    let db = TestDb::new().await;
+    sqlx::raw_sql("drop schema lq cascade")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let (code, json, _) = lq(&db, &["migrate", "--dry-run"]);
+    assert_eq!(code, 0);
+    let pending = json["pending"].as_array().unwrap();
+    assert_eq!(pending.len() as i32, lq_runtime::SCHEMA_VERSION);
+    assert!(pending[0]["sql"]
+        .as_str()
+        .unwrap()
+        .contains("create table lq.jobs"));
+    assert_eq!(
+        lq_runtime::schema_version(&db.pool).await.unwrap(),
+        0,
+        "a dry run changes nothing"
+    );
+    let (code, json, _) = lq(&db, &["migrate"]);
+    assert_eq!(
+        (code, json["version"].as_i64()),
+        (0, Some(lq_runtime::SCHEMA_VERSION.into()))
+    );
+    let (_, json, _) = lq(&db, &["migrate", "--dry-run"]);
+    assert!(json["pending"].as_array().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn status_list_show_and_a_bulk_retry_after_an_outage() {
+    let db = TestDb::new().await;
+    let queued = insert(&db, "cli.email", "mail", 3).await;
+    let dead = insert(&db, "cli.charge", "billing", 4).await;
+    for id in &dead {
+        db.finish(*id, "dead", 60.0).await;
+    }
+    sqlx::query(
+        "update lq.finished_jobs set errors = '[{\"attempt\": 3, \"at\": \"2026-01-01T00:00:00Z\", \"worker\": \"w\", \"error\": \"card declined\"}]'
+         where id = $1",
+    )
+    .bind(dead[0])
+    .execute(&db.pool)
+    .await
+    .unwrap();
+
+    let (code, json, _) = lq(&db, &["status"]);
+    assert_eq!(code, 0);
+    let queues = json["queues"].as_array().unwrap();
+    let line = |name: &str| queues.iter().find(|q| q["queue"] == name).unwrap().clone();
+    assert_eq!(line("mail")["available"], 3);
+    assert_eq!(line("billing")["dead_last_hour"], 4);
+
+    let (code, json, _) = lq(
+        &db,
+        &[
+            "jobs",
+            "list",
+            "--state",
+            "dead",
+            "--kind",
+            "cli.charge",
+            "--limit",
+            "2",
+        ],
+    );
+    assert_eq!(code, 0);
+    let ids: Vec<i64> = json["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(ids, vec![dead[3], dead[2]]);
+    let (_, json, _) = lq(
+        &db,
+        &[
+            "jobs",
+            "list",
+            "--state",
+            "dead",
+            "--before",
+            &dead[2].to_string(),
+        ],
+    );
+    assert_eq!(json["jobs"].as_array().unwrap().len(), 2);
+
+    let (code, json, _) = lq(&db, &["jobs", "show", &dead[0].to_string()]);
+    assert_eq!(code, 0);
+    assert_eq!(json["errors"][0]["error"], "card declined");
+    assert_eq!(json["payload"]["n"], 1);
+
+    // A dry run counts; without --yes and no terminal, nothing happens.
+    let retry_dead = ["jobs", "retry", "--state", "dead", "--kind", "cli.charge"];
+    let (code, json, _) = lq(&db, &[&retry_dead[..], &["--dry-run"]].concat());
+    assert_eq!((code, json["matched"].as_u64()), (0, Some(4)));
+    let (code, _, err) = lq(&db, &retry_dead);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--yes"), "{err}");
+    assert_eq!(db.count("dead").await, 4);
+    let (code, json, _) = lq(&db, &[&retry_dead[..], &["--yes"]].concat());
+    assert_eq!(code, 0);
+    assert_eq!(json["done"].as_array().unwrap().len(), 4);
+    assert_eq!(db.count("dead").await, 0);
+
+    // Retrying queued jobs by id: each refused with its reason, exit 1.
+    let (code, json, _) = lq(
+        &db,
+        &[
+            "jobs",
+            "retry",
+            &queued[0].to_string(),
+            &queued[1].to_string(),
+            "--yes",
+        ],
+    );
+    assert_eq!(code, 1);
+    let refused = json["refused"].as_array().unwrap();
+    assert_eq!(refused.len(), 2);
+    assert!(
+        refused[0]["reason"].as_str().unwrap().contains("queued"),
+        "{refused:?}"
+    );
+
+    // Cancel one queue, delete it.
+    let (code, json, _) = lq(&db, &["jobs", "cancel", "--queue", "mail", "--yes"]);
+    assert_eq!((code, json["done"].as_array().unwrap().len()), (0, 3));
+    let (code, json, _) = lq(
+        &db,
+        &[
+            "jobs",
+            "delete",
+            "--queue",
+            "mail",
+            "--state",
+            "cancelled",
+            "--yes",
+        ],
+    );
+    assert_eq!((code, json["done"].as_array().unwrap().len()), (0, 3));
+    assert!(control::get(&db.pool, queued[0]).await.is_err());
+}
+
+#[tokio::test]
+async fn bad_input_exits_2_with_a_reason_and_changes_nothing() {
+    let db = TestDb::new().await;
+    insert(&db, "cli.email", "mail", 2).await;
+    for (args, needle) in [
+        (vec!["jobs", "list", "--state", "deadd"], "unknown state"),
+        (
+            vec!["jobs", "list", "--older-than", "soon"],
+            "not a duration",
+        ),
+        (vec!["jobs", "list", "--payload", "{bad"], "not JSON"),
+        (vec!["jobs", "delete", "--yes"], "--all"),
+        (
+            vec!["jobs", "delete", "1", "--queue", "mail", "--yes"],
+            "not both",
+        ),
+        (vec!["queues", "pause", "has space"], "invalid queue name"),
+        (vec!["jobs", "show", "999999"], "999999"),
+    ] {
+        let (code, _, err) = lq(&db, &args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+    assert_eq!(db.count("queued").await, 2);
+    let out = Command::new(env!("CARGO_BIN_EXE_lq"))
+        .args(["status"])
+        .env("DATABASE_URL", "postgres://nobody@127.0.0.1:1/none")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot connect"));
+}
+
+#[tokio::test]
+async fn queues_runtimes_cron_and_doctor_show_the_cluster() {
+    let db = TestDb::new().await;
+    let ids = insert(&db, "cli.orphan", "cli-q", 2).await;
+    let rt = Runtime::builder(db.pool.clone())
+        .queue("cli-q", 2)
+        .owner("cli-runtime")
+        .start()
+        .await
+        .unwrap();
+    db.wait_for(
+        "the runtime to lead",
+        "select exists (select from lq.leader where holder = 'cli-runtime')",
+        std::time::Duration::from_secs(30),
+    )
+    .await;
+
+    let (code, json, _) = lq(&db, &["runtimes"]);
+    assert_eq!(code, 0);
+    let rts = json["runtimes"].as_array().unwrap();
+    assert_eq!(rts.len(), 1);
+    assert_eq!(
+        (rts[0]["id"].as_str(), rts[0]["leader"].as_bool()),
+        (Some("cli-runtime"), Some(true))
+    );
+    assert_eq!(rts[0]["queues"]["cli-q"], 2);
+
+    // Nobody declares cli.orphan: doctor says so, and exits 1.
+    let (code, json, _) = lq(&db, &["doctor"]);
+    assert_eq!(code, 1);
+    let unserved = json["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "unserved")
+        .unwrap()
+        .clone();
+    assert_eq!(unserved["ok"], false);
+    assert!(
+        unserved["detail"]
+            .as_str()
+            .unwrap()
+            .contains("2 of cli.orphan on cli-q"),
+        "{unserved}"
+    );
+
+    let (code, json, _) = lq(&db, &["queues", "pause", "cli-q", "--by", "test"]);
+    assert_eq!((code, json["changed"].as_bool()), (0, Some(true)));
+    let (_, json, _) = lq(&db, &["queues", "list"]);
+    let q = json["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["queue"] == "cli-q")
+        .unwrap()
+        .clone();
+    assert_eq!(q["paused"]["by"], "test");
+    let (code, json, _) = lq(&db, &["queues", "resume", "cli-q"]);
+    assert_eq!((code, json["changed"].as_bool()), (0, Some(true)));
+
+    let (code, json, _) = lq(&db, &["cron", "list"]);
+    assert_eq!(
+        (code, json["schedules"].as_array().map(Vec::len)),
+        (0, Some(0))
+    );
+
+    db.finish(ids[0], "succeeded", 3.0 * 86400.0).await;
+    let (code, json, _) = lq(&db, &["prune", "--keep-finished", "1d"]);
+    assert_eq!((code, json["pruned"].as_u64()), (0, Some(1)));
+    rt.shutdown().await.unwrap();
+    assert_eq!(
+        control::get(&db.pool, ids[1]).await.unwrap().state,
+        JobState::Queued
+    );
+}

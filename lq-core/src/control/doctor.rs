@@ -1,0 +1,144 @@
+//! A health check of the queue and its server, for an operator or a probe.
+
+use std::time::Duration;
+
+use sqlx::PgPool;
+
+use super::pinned;
+use crate::{db, Error, SCHEMA_VERSION};
+
+/// An open transaction older than this holds back vacuum: a finding.
+const OLD_TRANSACTION: Duration = Duration::from_secs(300);
+/// A lease expired longer ago than this and still not rescued: a finding.
+const STALE_LEASE: Duration = Duration::from_secs(60);
+
+/// One check of [`doctor`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Check {
+    /// What was checked, in a word or two (`schema`, `autovacuum`, ...).
+    pub name: &'static str,
+    /// True when nothing needs an operator.
+    pub ok: bool,
+    /// What was found, and what to do about it when not ok.
+    pub detail: String,
+}
+
+/// Checks what makes a queue table slow down or jobs stop: the schema version,
+/// autovacuum, the oldest open transaction, dead rows in `lq.jobs`, queued jobs
+/// no live runtime would run, expired leases no one rescues, and whether a
+/// leader exists while runtimes run. Every check is reported, passing or not.
+///
+/// ```no_run
+/// # async fn f(pool: sqlx::PgPool) -> Result<(), lq_core::Error> {
+/// let failing: Vec<_> = lq_core::control::doctor(&pool).await?.into_iter().filter(|c| !c.ok).collect();
+/// for c in &failing {
+///     eprintln!("{}: {}", c.name, c.detail);
+/// }
+/// # Ok(()) }
+/// ```
+pub async fn doctor(pool: &PgPool) -> Result<Vec<Check>, Error> {
+    let found = crate::schema_version(pool).await?;
+    let mut checks = vec![Check {
+        name: "schema",
+        ok: found == SCHEMA_VERSION,
+        detail: if found == SCHEMA_VERSION {
+            format!("version {found}, current")
+        } else {
+            format!("version {found}, this build needs {SCHEMA_VERSION}: run `lq migrate`")
+        },
+    }];
+    if found != SCHEMA_VERSION {
+        return Ok(checks);
+    }
+    let (f, unserved) = pinned(pool, "doctor", |conn| {
+        Box::pin(async move {
+            let f = db::doctor::doctor_figures(conn, STALE_LEASE.as_secs_f64()).await?;
+            let unserved = db::doctor::doctor_unserved(conn).await?;
+            Ok((f, unserved))
+        })
+    })
+    .await?;
+    let vacuum_ok = f.autovacuum && !f.jobs_autovacuum_off;
+    checks.push(Check {
+        name: "autovacuum",
+        ok: vacuum_ok,
+        detail: if vacuum_ok {
+            "on for lq.jobs".to_owned()
+        } else {
+            "off for lq.jobs: the leader vacuums it, but turn autovacuum on as the safety net"
+                .to_owned()
+        },
+    });
+    let xact = f.oldest_xact_secs.unwrap_or(0.0);
+    checks.push(Check {
+        name: "transactions",
+        ok: xact < OLD_TRANSACTION.as_secs_f64(),
+        detail: format!(
+            "oldest open transaction {xact:.0} s{}",
+            if xact < OLD_TRANSACTION.as_secs_f64() {
+                String::new()
+            } else {
+                " old: it holds back vacuum, and the queue slows down until it ends".to_owned()
+            }
+        ),
+    });
+    let total = f.jobs_live_rows + f.jobs_dead_rows;
+    let dead_share = if total > 0 {
+        f.jobs_dead_rows as f64 / total as f64
+    } else {
+        0.0
+    };
+    let bloated = f.jobs_dead_rows > 10_000 && dead_share > 0.5;
+    checks.push(Check {
+        name: "dead rows",
+        ok: !bloated,
+        detail: format!(
+            "lq.jobs: {} live, {} dead row versions ({:.0} %){}",
+            f.jobs_live_rows,
+            f.jobs_dead_rows,
+            dead_share * 100.0,
+            if bloated {
+                ": vacuum is falling behind"
+            } else {
+                ""
+            }
+        ),
+    });
+    checks.push(Check {
+        name: "unserved",
+        ok: unserved.is_empty(),
+        detail: if unserved.is_empty() {
+            "every queued job has a live runtime that can run it".to_owned()
+        } else {
+            let list: Vec<String> = unserved
+                .iter()
+                .map(|(q, k, n)| format!("{n} of {k} on {q}"))
+                .collect();
+            format!("no live runtime runs: {}", list.join(", "))
+        },
+    });
+    checks.push(Check {
+        name: "leases",
+        ok: f.expired_leases == 0,
+        detail: if f.expired_leases == 0 {
+            "no expired lease waits for rescue".to_owned()
+        } else {
+            format!(
+                "{} running jobs' leases expired over {} s ago and were not rescued: is a leader running?",
+                f.expired_leases,
+                STALE_LEASE.as_secs()
+            )
+        },
+    });
+    checks.push(Check {
+        name: "leader",
+        ok: f.has_leader || f.live_runtimes == 0,
+        detail: match (f.live_runtimes, f.has_leader) {
+            (0, _) => "no runtime is running".to_owned(),
+            (n, true) => format!("{n} live runtimes, one leads"),
+            (n, false) => format!("{n} live runtimes and no leader: maintenance is not running"),
+        },
+    });
+    Ok(checks)
+}

@@ -1,0 +1,75 @@
+//! Statements of the health check: the figures `control::doctor` judges.
+
+use sqlx::PgConnection;
+
+use super::err;
+use crate::Error;
+
+/// Raw figures about the server and the `lq` schema.
+#[derive(Debug, sqlx::FromRow)]
+pub struct Figures {
+    /// The server's `autovacuum` setting.
+    pub autovacuum: bool,
+    /// `lq.jobs`'s storage options that turn autovacuum off, if any.
+    pub jobs_autovacuum_off: bool,
+    /// Seconds the oldest open transaction of this database has been open.
+    pub oldest_xact_secs: Option<f64>,
+    /// Live and dead row versions of `lq.jobs` (statistics, not exact).
+    pub jobs_live_rows: i64,
+    pub jobs_dead_rows: i64,
+    /// Running jobs whose lease expired more than `stale_secs` ago.
+    pub expired_leases: i64,
+    /// Live runtimes, and whether one holds a valid leader lease.
+    pub live_runtimes: i64,
+    pub has_leader: bool,
+}
+
+/// Reads [`Figures`]; `stale_secs` is how long past its expiry an unrescued
+/// lease counts as a finding.
+pub async fn doctor_figures(conn: &mut PgConnection, stale_secs: f64) -> Result<Figures, Error> {
+    sqlx::query_as(
+        "select
+             pg_catalog.current_setting('autovacuum')::bool as autovacuum,
+             coalesce((select 'autovacuum_enabled=false' = any(c.reloptions)
+                       from pg_catalog.pg_class c
+                       where c.oid = 'lq.jobs'::pg_catalog.regclass), false) as jobs_autovacuum_off,
+             (select extract(epoch from pg_catalog.now() - min(xact_start))::float8
+              from pg_catalog.pg_stat_activity
+              where datname = pg_catalog.current_database() and xact_start is not null
+                and pid <> pg_catalog.pg_backend_pid()) as oldest_xact_secs,
+             coalesce((select n_live_tup from pg_catalog.pg_stat_user_tables
+                       where schemaname = 'lq' and relname = 'jobs'), 0) as jobs_live_rows,
+             coalesce((select n_dead_tup from pg_catalog.pg_stat_user_tables
+                       where schemaname = 'lq' and relname = 'jobs'), 0) as jobs_dead_rows,
+             (select count(*) from lq.jobs
+              where state = 'running'
+                and lease_expires_at < pg_catalog.now() - make_interval(secs => $1)) as expired_leases,
+             (select count(*) from lq.runtimes where expires_at >= pg_catalog.now()) as live_runtimes,
+             exists (select from lq.leader where expires_at >= pg_catalog.now()) as has_leader",
+    )
+    .bind(stale_secs)
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(err("doctor_figures"))
+}
+
+/// `(queue, kind, jobs)` of queued jobs that no live runtime serving their
+/// queue declares, or on a queue no live runtime serves.
+pub async fn doctor_unserved(conn: &mut PgConnection) -> Result<Vec<(String, String, i64)>, Error> {
+    sqlx::query_as(
+        "with serving as materialized (
+             select s.queue, r.kinds
+             from lq.runtimes r cross join lateral jsonb_object_keys(r.queues) as s(queue)
+             where r.expires_at >= now()
+         )
+         select j.queue, j.kind, count(*)
+         from lq.jobs j
+         where j.state = 'queued'
+           and not exists (select from serving s where s.queue = j.queue and j.kind = any(s.kinds))
+         group by j.queue, j.kind
+         order by j.queue, j.kind",
+    )
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(err("doctor_unserved"))
+}
