@@ -77,6 +77,9 @@ async fn main() -> anyhow::Result<()> {
     let config = RuntimeConfig {
         poll_interval: Duration::from_millis(200),
         rescue_interval: Duration::from_millis(250),
+        // Pruning keeps its 24 h retention; checked every second so the leader
+        // scenario sees it run.
+        prune_interval: Duration::from_secs(1),
         db_timeout: Duration::from_secs(3),
         shutdown_grace: args.grace,
         owner: args.owner.clone(),

@@ -22,6 +22,8 @@ use crate::{
 mod cron;
 mod freeze;
 mod kill9;
+mod leader;
+mod pause;
 mod pg_restart;
 mod poison;
 mod sigterm;
@@ -36,6 +38,8 @@ pub const ALL: &[&str] = &[
     "poison",
     "sigterm",
     "cron",
+    "leader",
+    "pause",
 ];
 
 /// What every scenario needs from the command line and environment.
@@ -55,7 +59,7 @@ pub async fn run(env: &Env, name: &'static str) -> Row {
     let started = Instant::now();
     let limit = Duration::from_secs(match name {
         "kill9" => 150,
-        "pg-restart" | "terminate" | "poison" | "cron" => 90,
+        "pg-restart" | "terminate" | "poison" | "cron" | "leader" | "pause" => 90,
         _ => 60,
     });
     let index = ALL.iter().position(|n| *n == name).unwrap_or(0) as u64;
@@ -69,6 +73,8 @@ pub async fn run(env: &Env, name: &'static str) -> Row {
             "poison" => poison::run(&mut st).await,
             "sigterm" => sigterm::run(&mut st).await,
             "cron" => cron::run(&mut st).await,
+            "leader" => leader::run(&mut st).await,
+            "pause" => pause::run(&mut st).await,
             other => anyhow::bail!("no scenario {other}"),
         };
         match fleet {
