@@ -76,23 +76,24 @@ pub struct CronTick {
 
 impl Perform for CronTick {
     async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
-        perform(&self.spec, ctx).await
+        perform_spec(&self.spec, ctx).await
     }
 }
 
 impl Perform for Work {
     async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
-        perform(&self.spec, ctx).await
+        perform_spec(&self.spec, ctx).await
     }
 }
 
 impl Perform for Long {
     async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
-        perform(&self.spec, ctx).await
+        perform_spec(&self.spec, ctx).await
     }
 }
 
-async fn perform(spec: &Spec, ctx: &JobContext) -> Result<(), JobError> {
+/// Performs `spec`: records the start in `fault.performed`, works, records the finish.
+pub async fn perform_spec(spec: &Spec, ctx: &JobContext) -> Result<(), JobError> {
     let pool = ctx.state::<PgPool>();
     let worker = ctx.state::<WorkerName>().0.as_str();
     let (id, token, attempt) = (ctx.id(), ctx.lease_token(), ctx.attempt() as i32);

@@ -24,6 +24,7 @@ pub mod probe;
 pub mod report;
 pub mod scenarios;
 pub mod schema;
+pub mod worker;
 pub mod workers;
 
 /// `application_name` of every worker connection: the terminate storm aims at it.

@@ -28,6 +28,8 @@ pub struct WorkerSpec {
     /// Job slots on the cron queue (0: not served, so the worker schedules no
     /// recurring job).
     pub cron_slots: usize,
+    /// `unknown_kind_grace` (the runtime's default when `None`).
+    pub unknown_kind_grace_ms: Option<u64>,
 }
 
 /// One running worker process.
@@ -55,6 +57,9 @@ impl Worker {
         ]);
         if spec.builtin_signal {
             cmd.arg("--builtin-signal");
+        }
+        if let Some(ms) = spec.unknown_kind_grace_ms {
+            cmd.args(["--unknown-kind-grace-ms", &ms.to_string()]);
         }
         if spec.cron_slots > 0 {
             cmd.args(["--cron-slots", &spec.cron_slots.to_string()]);

@@ -20,6 +20,7 @@ use crate::{
 };
 
 mod cron;
+mod deploy;
 mod freeze;
 mod kill9;
 mod leader;
@@ -40,6 +41,7 @@ pub const ALL: &[&str] = &[
     "cron",
     "leader",
     "pause",
+    "deploy",
 ];
 
 /// What every scenario needs from the command line and environment.
@@ -59,7 +61,7 @@ pub async fn run(env: &Env, name: &'static str) -> Row {
     let started = Instant::now();
     let limit = Duration::from_secs(match name {
         "kill9" => 150,
-        "pg-restart" | "terminate" | "poison" | "cron" | "leader" | "pause" => 90,
+        "pg-restart" | "terminate" | "poison" | "cron" | "leader" | "pause" | "deploy" => 90,
         _ => 60,
     });
     let index = ALL.iter().position(|n| *n == name).unwrap_or(0) as u64;
@@ -75,6 +77,7 @@ pub async fn run(env: &Env, name: &'static str) -> Row {
             "cron" => cron::run(&mut st).await,
             "leader" => leader::run(&mut st).await,
             "pause" => pause::run(&mut st).await,
+            "deploy" => deploy::run(&mut st).await,
             other => anyhow::bail!("no scenario {other}"),
         };
         match fleet {
@@ -182,6 +185,7 @@ impl<'e> Stage<'e> {
             grace_ms: 5000,
             builtin_signal: false,
             cron_slots: 0,
+            unknown_kind_grace_ms: None,
         }
     }
 
