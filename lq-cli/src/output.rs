@@ -32,7 +32,11 @@ impl Out {
     pub fn emit(&self, json: serde_json::Value, table: impl FnOnce() -> Table) {
         match self.format {
             Format::Json => println!("{json:#}"),
-            Format::Table => println!("{}", table()),
+            Format::Table => {
+                for line in table().to_string().lines() {
+                    println!("{}", line.trim_end());
+                }
+            }
         }
     }
 }

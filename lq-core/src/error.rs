@@ -148,6 +148,18 @@ pub enum Error {
         /// The key.
         key: String,
     },
+    /// A testing helper waited for a job to reach a state, and it did not in time.
+    #[error("job {id} did not become {wanted} within {after:?}; it is {last}")]
+    WaitTimedOut {
+        /// Job id.
+        id: i64,
+        /// The state waited for.
+        wanted: crate::JobState,
+        /// The state it was last seen in.
+        last: crate::JobState,
+        /// How long the helper waited.
+        after: Duration,
+    },
     /// A stored payload does not decode into the job's type (the type changed
     /// since the job was enqueued, or the row was written by hand).
     #[error("payload of job {id} (kind {kind:?}) does not decode into its type")]

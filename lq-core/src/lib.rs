@@ -48,6 +48,7 @@ mod perform;
 mod registry;
 mod state;
 mod target;
+#[cfg(feature = "testing")]
 pub mod testing;
 
 #[doc(hidden)]

@@ -114,6 +114,112 @@ where
     }
 }
 
+/// Asserts that a queued job of type `J` for which `matches` holds is visible on
+/// `conn`, and returns the oldest one. The predicate sees where and when the job
+/// runs too, so one assertion can check the payload's fields, the queue, the
+/// priority, `run_at` and the unique key:
+///
+/// ```no_run
+/// # use lq_core::{testing, Job};
+/// # #[derive(serde::Serialize, serde::Deserialize, Job, Debug)]
+/// # struct SendWelcomeEmail { user_id: i64 }
+/// # async fn f(tx: &mut sqlx::PgConnection) {
+/// let job = testing::assert_enqueued_where(&mut *tx, |e: &testing::EnqueuedJob<SendWelcomeEmail>| {
+///     e.job.user_id == 42 && e.queue == "emails" && e.priority == 10
+/// })
+/// .await;
+/// # }
+/// ```
+///
+/// # Panics
+///
+/// When no job matches, listing every queued job of `J`'s kind with its queue,
+/// priority and `run_at`; or when they cannot be read.
+pub async fn assert_enqueued_where<'c, J, A, F>(conn: A, matches: F) -> EnqueuedJob<J>
+where
+    J: Job + Debug,
+    A: Acquire<'c, Database = Postgres>,
+    F: Fn(&EnqueuedJob<J>) -> bool,
+{
+    let queued = read_or_panic::<J, A>(conn).await;
+    match queued.iter().find(|e| matches(e)) {
+        Some(found) => found.clone_job(),
+        None => panic!(
+            "expected a queued {} job matching the predicate; queued jobs of that kind: {:#?}",
+            J::KIND,
+            queued
+        ),
+    }
+}
+
+/// Asserts that every job of `expected` is queued and visible on `conn`, one
+/// queued job per expected one (two equal expected jobs need two queued), and
+/// returns them in the order of `expected`. Other queued jobs of the kind are
+/// allowed; use [`all_enqueued`] to check there are none.
+///
+/// # Panics
+///
+/// When one is missing, naming it and listing the queued jobs of the kind.
+pub async fn assert_enqueued_many<'c, J, A>(conn: A, expected: &[J]) -> Vec<EnqueuedJob<J>>
+where
+    J: Job + PartialEq + Debug,
+    A: Acquire<'c, Database = Postgres>,
+{
+    let queued = read_or_panic::<J, A>(conn).await;
+    let mut taken = vec![false; queued.len()];
+    let mut found = Vec::with_capacity(expected.len());
+    for (i, want) in expected.iter().enumerate() {
+        let hit = (0..queued.len()).find(|&k| !taken[k] && queued[k].job == *want);
+        let Some(k) = hit else {
+            panic!(
+                "expected job {i} of {} queued, {want:?}, but found no such {} job; queued jobs of that kind: {:#?}",
+                expected.len(),
+                J::KIND,
+                queued.iter().map(|e| &e.job).collect::<Vec<_>>()
+            );
+        };
+        taken[k] = true;
+        found.push(queued[k].clone_job());
+    }
+    found
+}
+
+/// Waits until job `id` is in `state`, reading it every 20 ms, and returns it;
+/// [`Error::WaitTimedOut`] (with the state it is in) after `timeout`. For tests
+/// that run a real runtime: wait on the database, not on time.
+///
+/// ```no_run
+/// # async fn f(pool: sqlx::PgPool, id: i64) -> Result<(), lq_core::Error> {
+/// use std::time::Duration;
+/// use lq_core::{testing, JobState};
+/// let row = testing::wait_for_job(&pool, id, JobState::Succeeded, Duration::from_secs(10)).await?;
+/// assert_eq!(row.attempts, 1);
+/// # Ok(()) }
+/// ```
+pub async fn wait_for_job(
+    pool: &sqlx::PgPool,
+    id: i64,
+    state: crate::JobState,
+    timeout: std::time::Duration,
+) -> Result<crate::control::JobRow, Error> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let row = crate::control::get(pool, id).await?;
+        if row.state == state {
+            return Ok(row);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(Error::WaitTimedOut {
+                id,
+                wanted: state,
+                last: row.state,
+                after: timeout,
+            });
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
 /// Asserts that no queued job equal to `unexpected` is visible on `conn`.
 ///
 /// # Panics

@@ -242,17 +242,15 @@ impl RuntimeBuilder {
                 .map_err(db::err("runtime_connection"))
         })
         .await?;
+        let (kinds, lease_secs) = crate::attempt::claimable(&runnable);
         let shared = Arc::new(Shared {
             pool,
             hot_pool,
             keep_claim_conns: queues <= preflight::MAX_CLAIM_CONNECTIONS,
             completer_pool,
             config: self.config,
-            kinds: runnable.iter().map(|d| d.kind.to_owned()).collect(),
-            lease_secs: runnable
-                .iter()
-                .map(|d| d.options.lease.as_secs_f64())
-                .collect(),
+            kinds,
+            lease_secs,
             registry,
             state: self.state,
             stats: Arc::new(Stats::default()),

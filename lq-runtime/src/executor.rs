@@ -8,32 +8,20 @@ use std::{
 };
 
 use futures_util::FutureExt;
-use lq_core::{
-    chain, db, db::claim::ClaimedJob, ContextParts, Error, Failure, JobContext, JobDescriptor,
-    JobState,
-};
+use lq_core::{chain, db, db::claim::ClaimedJob, Error, Failure, JobState};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn, Instrument};
 use uuid::Uuid;
 
 use crate::{
-    completer::Completion, inflight::Held, shared::retry_delay, shared::Shared, slots::Slot,
+    attempt::{self, panic_message, requeue_delay, Outcome, Write},
+    completer::Completion,
+    inflight::Held,
+    shared::retry_delay,
+    shared::Shared,
+    slots::Slot,
     stats::Stats,
 };
-
-/// How one attempt ended, before it is written down.
-enum Outcome {
-    Succeeded,
-    Failed(Failure),
-    Panicked(String),
-    /// A panic on the job's path outside its handler: decoding it, computing its
-    /// backoff, or in the runtime itself. The job ends `dead`.
-    PanickedOutside(String),
-    TimedOut(Duration),
-    Undecodable(String),
-    /// The runtime stopped the handler at the end of the shutdown grace period.
-    Stopped,
-}
 
 /// Spawns the task that runs `job` while holding one of its queue's slots.
 ///
@@ -121,22 +109,14 @@ async fn run(shared: Arc<Shared>, queue: String, job: ClaimedJob, mut slot: Slot
         shared.inflight.remove(job.id);
         return;
     }
-    let ctx = JobContext::new(
-        ContextParts {
-            id: job.id,
-            kind: desc.kind,
-            queue: queue.clone(),
-            attempt: job.attempts.max(0) as u32,
-            max_attempts: job.max_attempts.max(1) as u32,
-            run_at: job.run_at,
-            created_at: job.created_at,
-            meta: job.meta.clone(),
-            lease_token: job.lease_token,
-        },
+    let ctx = attempt::context(
+        desc,
+        queue.clone(),
+        &job,
         cancel.clone(),
         shared.state.clone(),
     );
-    let outcome = perform(&shared, desc, &job, ctx, &cancel).await;
+    let outcome = attempt::perform(&shared.hard_stop, desc, &job, ctx, &cancel).await;
     shared.inflight.handler_returned(job.id);
     match outcome {
         Outcome::Succeeded => {
@@ -168,63 +148,6 @@ async fn run(shared: Arc<Shared>, queue: String, job: ClaimedJob, mut slot: Slot
             }
             shared.inflight.remove(job.id);
             drop(slot);
-        }
-    }
-}
-
-/// Decodes the payload and runs the handler to an [`Outcome`].
-async fn perform(
-    shared: &Shared,
-    desc: &'static JobDescriptor,
-    job: &ClaimedJob,
-    ctx: JobContext,
-    cancel: &CancellationToken,
-) -> Outcome {
-    let Some(handler) = (desc.handler)() else {
-        return Outcome::Undecodable(format!(
-            "kind {} has no Perform implementation in this binary",
-            desc.kind
-        ));
-    };
-    // A user's `Deserialize` may panic: that is bad input, not a crash.
-    let decoded = std::panic::catch_unwind(AssertUnwindSafe(|| handler(&job.payload, ctx)));
-    let fut = match decoded {
-        Ok(Ok(f)) => f,
-        Ok(Err(e)) => {
-            return Outcome::Undecodable(format!(
-                "payload does not deserialise into {}: {e}",
-                desc.type_name
-            ))
-        }
-        Err(panic) => {
-            return Outcome::Undecodable(format!(
-                "decoding the payload into {} panicked: {}",
-                desc.type_name,
-                panic_message(panic.as_ref())
-            ))
-        }
-    };
-    let guarded = AssertUnwindSafe(fut).catch_unwind();
-    let timeout = desc.options.timeout;
-    let attempt = async {
-        match timeout {
-            Some(t) => tokio::time::timeout(t, guarded).await.ok(),
-            None => Some(guarded.await),
-        }
-    };
-    tokio::select! {
-        r = attempt => match r {
-            None => {
-                cancel.cancel();
-                Outcome::TimedOut(timeout.unwrap_or_default())
-            }
-            Some(Ok(Ok(()))) => Outcome::Succeeded,
-            Some(Ok(Err(e))) => Outcome::Failed(e.into_failure()),
-            Some(Err(panic)) => Outcome::Panicked(panic_message(panic.as_ref())),
-        },
-        _ = shared.hard_stop.cancelled() => {
-            cancel.cancel();
-            Outcome::Stopped
         }
     }
 }
@@ -294,86 +217,6 @@ async fn record(shared: &Shared, job: Attempt<'_>, outcome: Outcome, retry_in: O
     }
 }
 
-/// The fenced write that records one outcome.
-enum Write {
-    /// Queued again after `retry_secs`, or `dead` when that is `None` or the
-    /// attempts are spent; `text` is stored as the attempt's error.
-    Fail {
-        text: String,
-        retry_secs: Option<f64>,
-    },
-    Snooze(f64),
-    Cancel(String),
-}
-
-impl Write {
-    fn of(outcome: &Outcome, retry_in: Option<Duration>) -> Self {
-        let retry = Some(retry_in.unwrap_or_default().as_secs_f64());
-        let fail = |text: String, retry_secs| Write::Fail { text, retry_secs };
-        match outcome {
-            Outcome::Failed(Failure::Retry(e)) => fail(chain(e.as_ref()), retry),
-            Outcome::Panicked(msg) => fail(format!("panicked: {msg}"), retry),
-            Outcome::TimedOut(t) => fail(format!("timed out after {t:?}"), retry),
-            Outcome::Failed(Failure::Permanent(e)) => {
-                fail(format!("permanent: {}", chain(e.as_ref())), None)
-            }
-            Outcome::Undecodable(msg) => fail(msg.clone(), None),
-            Outcome::PanickedOutside(msg) => fail(
-                format!("panicked outside its handler (decoding, backoff or runtime): {msg}"),
-                None,
-            ),
-            Outcome::Failed(Failure::Snooze(d)) => Write::Snooze(d.as_secs_f64()),
-            Outcome::Failed(Failure::Cancel(reason)) => {
-                Write::Cancel(format!("cancelled: {reason}"))
-            }
-            Outcome::Failed(_) => fail("unrecognised failure".to_owned(), Some(1.0)),
-            Outcome::Succeeded | Outcome::Stopped => fail("no failure".to_owned(), retry),
-        }
-    }
-
-    /// The same write with a short fixed reason in place of the error text that
-    /// `refused` says the database would not store; `None` when it has no text to
-    /// replace, or already is the fixed one.
-    fn with_fixed_reason(&self, refused: &Error) -> Option<Self> {
-        let code = db::sqlstate(refused).unwrap_or_else(|| "?".to_owned());
-        let fixed = format!("error text not stored: the database refused it (SQLSTATE {code})");
-        match self {
-            Write::Fail { text, retry_secs } if *text != fixed => Some(Write::Fail {
-                text: fixed,
-                retry_secs: *retry_secs,
-            }),
-            Write::Cancel(text) if *text != fixed => Some(Write::Cancel(fixed)),
-            _ => None,
-        }
-    }
-
-    async fn run(
-        &self,
-        conn: &mut sqlx::PgConnection,
-        id: i64,
-        token: Uuid,
-    ) -> Result<Option<JobState>, Error> {
-        match self {
-            Write::Fail { text, retry_secs } => {
-                db::finish::job_fail(conn, id, token, text, *retry_secs).await
-            }
-            Write::Snooze(secs) => db::finish::job_snooze(conn, id, token, *secs).await,
-            Write::Cancel(reason) => {
-                let ok = db::finish::job_cancel_own(conn, id, token, reason).await?;
-                Ok(ok.then_some(JobState::Cancelled))
-            }
-        }
-    }
-
-    /// The stored error text, as stored.
-    fn text(&self) -> Option<std::borrow::Cow<'_, str>> {
-        match self {
-            Write::Fail { text, .. } | Write::Cancel(text) => Some(lq_core::storable_error(text)),
-            Write::Snooze(_) => None,
-        }
-    }
-}
-
 /// Ends a job whose every outcome write was refused `dead`, with the refusal as
 /// its only error, so its slot and lease are freed.
 async fn quarantine(shared: &Shared, id: i64, token: Uuid, refused: &Error) {
@@ -424,28 +267,6 @@ fn log_outcome(
     }
 }
 
-/// How soon a failed attempt's job is due again (its backoff, or its snooze).
-/// A backoff that panics (a user's `fn`) is replaced by the default one.
-fn requeue_delay(desc: &JobDescriptor, job: &ClaimedJob, outcome: &Outcome) -> Option<Duration> {
-    match outcome {
-        Outcome::Failed(Failure::Snooze(d)) => Some(*d),
-        Outcome::Failed(Failure::Retry(_)) | Outcome::Panicked(_) | Outcome::TimedOut(_) => {
-            let attempt = job.attempts.max(1) as u32;
-            let delay = std::panic::catch_unwind(|| desc.options.backoff.delay(attempt));
-            Some(delay.unwrap_or_else(|panic| {
-                error!(
-                    id = job.id,
-                    kind = desc.kind,
-                    panic = panic_message(panic.as_ref()),
-                    "the job's backoff panicked; using the default backoff"
-                );
-                lq_core::Backoff::default().delay(attempt)
-            }))
-        }
-        _ => None,
-    }
-}
-
 fn count(shared: &Shared, outcome: &Outcome, state: JobState) {
     let s = &shared.stats;
     let counter = match (outcome, state) {
@@ -472,16 +293,5 @@ async fn release(shared: &Shared, id: i64, token: Uuid, counter: &AtomicU64) {
         Err(e) => {
             warn!(id, error = %chain(&e), "could not hand the job back; it returns when its lease expires")
         }
-    }
-}
-
-/// The text of a caught panic's payload.
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = panic.downcast_ref::<&str>() {
-        (*s).to_owned()
-    } else if let Some(s) = panic.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "non-string panic payload".to_owned()
     }
 }

@@ -113,6 +113,7 @@
 
 extern crate self as lq_runtime;
 
+mod attempt;
 mod builder;
 mod claim_ahead;
 mod cluster;
@@ -133,6 +134,8 @@ mod scheduler;
 mod shared;
 mod slots;
 mod stats;
+#[cfg(feature = "testing")]
+pub mod testing;
 mod unknown_kinds;
 mod vacuumer;
 
@@ -149,11 +152,11 @@ pub use lq_core::db;
 pub use lq_core::Error as CoreError;
 pub use lq_core::{
     chain, chrono, control, cron, database_now, migrate, pending_migrations, schema_version, sqlx,
-    storable_error, testing, validate_name, AppState, AttemptError, Backoff, BoxError,
-    BulkEnqueued, CatchUp, CronSpec, CronTick, EnqueueOptions, EnqueueTarget, Enqueued, Failure,
-    Job, JobContext, JobDescriptor, JobError, JobFilter, JobOptions, JobState, PendingMigration,
-    Perform, PerformFn, Registry, DEFAULT_LEASE, MAX_ERRORS_KEPT, MAX_ERROR_BYTES, MAX_NAME_LEN,
-    MAX_PAYLOAD_BYTES, MAX_UNIQUE_KEY_BYTES, SCHEMA_VERSION,
+    storable_error, validate_name, AppState, AttemptError, Backoff, BoxError, BulkEnqueued,
+    CatchUp, CronSpec, CronTick, EnqueueOptions, EnqueueTarget, Enqueued, Failure, Job, JobContext,
+    JobDescriptor, JobError, JobFilter, JobOptions, JobState, PendingMigration, Perform, PerformFn,
+    Registry, DEFAULT_LEASE, MAX_ERRORS_KEPT, MAX_ERROR_BYTES, MAX_NAME_LEN, MAX_PAYLOAD_BYTES,
+    MAX_UNIQUE_KEY_BYTES, SCHEMA_VERSION,
 };
 pub use preflight::MAX_CONCURRENCY;
 pub use runtime::Runtime;

@@ -68,12 +68,12 @@ const WORKER_GRANTS: &str = "
 /// Roles made for one test, dropped when the value drops. Declare it before the
 /// test's [`TestDb`], so the database (and what the roles own in it) goes first.
 #[derive(Default)]
-struct Roles(Vec<String>);
+pub(crate) struct Roles(Vec<String>);
 
 impl Roles {
     /// Creates a login role `{prefix}_{random}` with `options` (such as
     /// `connection limit 3`) and returns its name.
-    async fn create(&mut self, prefix: &str, options: &str) -> String {
+    pub(crate) async fn create(&mut self, prefix: &str, options: &str) -> String {
         let name = format!("{prefix}_{:08x}", fastrand::u32(..));
         let mut admin = PgConnection::connect(&admin_url()).await.unwrap();
         sqlx::raw_sql(&format!("create role {name} login {options}"))
@@ -103,7 +103,7 @@ fn options_as(db: &TestDb, role: &str) -> PgConnectOptions {
 }
 
 /// A pool on `db` whose connections log in as `role`.
-async fn pool_as(db: &TestDb, role: &str, max: u32) -> PgPool {
+pub(crate) async fn pool_as(db: &TestDb, role: &str, max: u32) -> PgPool {
     PgPoolOptions::new()
         .max_connections(max)
         .connect_with(options_as(db, role))
@@ -112,7 +112,7 @@ async fn pool_as(db: &TestDb, role: &str, max: u32) -> PgPool {
 }
 
 /// Runs `grants` (with `{role}` replaced by `role`) on `pool`.
-async fn grant(pool: &PgPool, grants: &str, role: &str) {
+pub(crate) async fn grant(pool: &PgPool, grants: &str, role: &str) {
     sqlx::raw_sql(&grants.replace("{role}", role))
         .execute(pool)
         .await

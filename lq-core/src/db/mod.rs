@@ -137,6 +137,7 @@ pub mod lease;
 pub mod maintenance;
 pub mod migration;
 pub mod queues;
+#[cfg(feature = "testing")]
 pub mod testing;
 
 /// Name of the NOTIFY channel whose payload is a queue name with new work.

@@ -1,0 +1,109 @@
+//! The operator role of docs/roles.md: with exactly those grants every `control`
+//! call works; with SELECT only, reads work and actions fail with the server's
+//! permission error, changing nothing.
+
+use std::time::Duration;
+
+use lq_runtime::{control, CoreError, EnqueueOptions, Job, JobFilter, JobState};
+use lq_tests::TestDb;
+
+use crate::{
+    jobs::Noop,
+    roles::{grant, pool_as, Roles},
+};
+
+/// The operator's grants, as docs/roles.md gives them.
+const OPERATOR_GRANTS: &str = "
+    grant usage on schema lq to {role};
+    grant select, insert, update, delete on lq.jobs, lq.finished_jobs to {role};
+    grant select, insert, update on lq.queues to {role};
+    grant select on lq.all_jobs, lq.runtimes, lq.leader, lq.cron_schedules, lq.cron_ticks,
+        lq.schema_migrations to {role};";
+
+/// A read-only operator: SELECT on every table.
+const READER_GRANTS: &str = "
+    grant usage on schema lq to {role};
+    grant select on lq.jobs, lq.finished_jobs, lq.all_jobs, lq.queues, lq.runtimes, lq.leader,
+        lq.cron_schedules, lq.cron_ticks, lq.schema_migrations to {role};";
+
+fn is_permission_denied(e: &CoreError) -> bool {
+    matches!(e, CoreError::Database { source: sqlx::Error::Database(d), .. }
+        if d.code().as_deref() == Some("42501"))
+}
+
+#[tokio::test]
+async fn an_operator_with_the_documented_grants_can_do_everything_and_a_reader_only_read() {
+    let mut roles = Roles::default();
+    let operator = roles.create("lq_op", "").await;
+    let reader = roles.create("lq_ro", "").await;
+    let db = TestDb::new().await;
+    grant(&db.pool, OPERATOR_GRANTS, &operator).await;
+    grant(&db.pool, READER_GRANTS, &reader).await;
+    let ids = Noop::enqueue_many(&db.pool, (0..4).map(|n| Noop { n }), EnqueueOptions::new())
+        .await
+        .unwrap()
+        .ids;
+    db.finish(ids[0], "dead", 1.0).await;
+    let ops = pool_as(&db, &operator, 2).await;
+    let ro = pool_as(&db, &reader, 2).await;
+
+    for pool in [&ops, &ro] {
+        assert_eq!(
+            control::list(pool, &JobFilter::new(), 10)
+                .await
+                .unwrap()
+                .len(),
+            4
+        );
+        assert!(!control::count(pool, &JobFilter::new())
+            .await
+            .unwrap()
+            .is_empty());
+        control::get(pool, ids[0]).await.unwrap();
+        control::queues(pool).await.unwrap();
+        control::runtimes(pool).await.unwrap();
+        control::cron_schedules(pool).await.unwrap();
+        control::doctor(pool).await.unwrap();
+    }
+
+    // The reader's actions are refused by the server, and change nothing.
+    let dead = JobFilter::new().state(JobState::Dead);
+    let refused = [
+        control::pause_queue(&ro, "default", "ro").await.map(drop),
+        control::retry_matching(&ro, &dead, None).await.map(drop),
+        control::cancel(&ro, ids[1]).await.map(drop),
+        control::delete_matching(&ro, &JobFilter::new(), None)
+            .await
+            .map(drop),
+        control::prune(&ro, Duration::ZERO, Duration::ZERO)
+            .await
+            .map(drop),
+    ];
+    for r in refused {
+        let e = r.unwrap_err();
+        assert!(is_permission_denied(&e), "{e:?}");
+    }
+    assert_eq!(db.count("queued").await, 3);
+    assert_eq!(db.count("dead").await, 1);
+
+    // The operator's go through.
+    assert!(control::pause_queue(&ops, "default", "op").await.unwrap());
+    assert!(control::resume_queue(&ops, "default").await.unwrap());
+    let r = control::retry_matching(&ops, &dead, None).await.unwrap();
+    assert_eq!(r.done, vec![ids[0]]);
+    assert_eq!(
+        control::cancel(&ops, ids[1]).await.unwrap(),
+        JobState::Queued
+    );
+    let r = control::delete_matching(&ops, &JobFilter::new().state(JobState::Cancelled), None)
+        .await
+        .unwrap();
+    assert_eq!(r.done, vec![ids[1]]);
+    db.finish(ids[2], "succeeded", 3600.0).await;
+    assert_eq!(
+        control::prune(&ops, Duration::from_secs(60), Duration::from_secs(60))
+            .await
+            .unwrap(),
+        1
+    );
+}
