@@ -145,10 +145,6 @@ pub use error::{Error, Result};
 /// What `#[derive(Job)]` expands to; not for direct use.
 #[doc(hidden)]
 pub use lq_core::__private;
-/// The SQL layer, one typed function per statement. Not a stable API: for tests
-/// and tools inside this repository.
-#[doc(hidden)]
-pub use lq_core::db;
 pub use lq_core::Error as CoreError;
 pub use lq_core::{
     chain, chrono, control, cron, database_now, migrate, pending_migrations, schema_version, sqlx,

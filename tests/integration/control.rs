@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use lq_runtime::{control, db, CoreError as Error, EnqueueOptions, Job, JobFilter, JobState};
+use lq_core::db;
+use lq_runtime::{control, CoreError as Error, EnqueueOptions, Job, JobFilter, JobState};
 use lq_tests::{finish_job, TestDb};
 
 use crate::jobs::{quick, start_runtime, Doomed, Ledger, Noop, Patient};
@@ -310,7 +311,7 @@ async fn pruning_removes_only_old_finished_jobs() {
     db.finish(ids[1], "succeeded", 0.0).await;
     db.finish(ids[2], "dead", 7200.0).await;
     let mut conn = db.pool.acquire().await.unwrap();
-    let pruned = lq_runtime::db::maintenance::job_prune(&mut conn, 3600.0, 86_400.0, 100)
+    let pruned = lq_core::db::maintenance::job_prune(&mut conn, 3600.0, 86_400.0, 100)
         .await
         .unwrap();
     assert_eq!(pruned, 1);

@@ -343,7 +343,7 @@ async fn the_wake_up_notify_skips_the_wal_flush_for_its_own_transaction_only() {
 
     // Inside a transaction, to see the setting the NOTIFY's commit will use.
     sqlx::query("begin").execute(&mut *conn).await.unwrap();
-    lq_runtime::db::enqueue::queues_notify(&mut *conn, &["default".to_owned()])
+    lq_core::db::enqueue::queues_notify(&mut *conn, &["default".to_owned()])
         .await
         .unwrap();
     let during: String = sqlx::query_scalar(setting)

@@ -8,8 +8,9 @@
 
 use std::{fmt, time::Duration};
 
+use lq_core::db;
 use lq_runtime::{
-    db, CoreError, EnqueueOptions, Error, Job, JobContext, JobError, JobState, Perform, Runtime,
+    CoreError, EnqueueOptions, Error, Job, JobContext, JobError, JobState, Perform, Runtime,
     RuntimeConfig, MAX_ERRORS_KEPT, MAX_ERROR_BYTES, MAX_UNIQUE_KEY_BYTES,
 };
 use lq_tests::TestDb;

@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use lq_runtime::{control, db, CoreError, EnqueueOptions, Job};
+use lq_core::db;
+use lq_runtime::{control, CoreError, EnqueueOptions, Job};
 use lq_tests::TestDb;
 
 use crate::jobs::{quick, start_runtime, Ledger, Noop};

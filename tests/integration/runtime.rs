@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use lq_runtime::{db, EnqueueOptions, Job, JobContext, JobError, Perform, Runtime, RuntimeConfig};
+use lq_core::db;
+use lq_runtime::{EnqueueOptions, Job, JobContext, JobError, Perform, Runtime, RuntimeConfig};
 use lq_tests::TestDb;
 use serde::{Deserialize, Serialize};
 
