@@ -145,6 +145,14 @@ async fn main() -> Result<()> {
         )
         .init();
     let a = args()?;
+    #[cfg(feature = "observability")]
+    {
+        // Every metric recorded as in production; the recorder's render is never
+        // called, as a scrape is not part of a drain.
+        let handle = metrics_exporter_prometheus::PrometheusBuilder::new().install_recorder()?;
+        std::mem::forget(handle);
+        eprintln!("lq-bench: built with the observability features (metrics recorder installed)");
+    }
     let admin_url = std::env::var("DATABASE_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
     let ceiling = load_ceiling(&a, &admin_url)?;

@@ -26,12 +26,14 @@ pub use cron::{cron_schedules, CronInfo};
 pub use doctor::{doctor, Check};
 pub use queues::{pause_queue, queues, resume_queue, Paused, QueueInfo};
 pub use runtimes::{runtimes, RuntimeInfo};
+pub use stats::{stats, wait_bucket, wait_quantile, MinuteStats, WAIT_BUCKET_BOUNDS};
 
 mod bulk;
 mod cron;
 mod doctor;
 mod queues;
 mod runtimes;
+mod stats;
 
 /// Bound on each control call.
 const CONTROL_TIMEOUT: Duration = Duration::from_secs(30);

@@ -4,6 +4,8 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
+use tracing::Instrument;
+
 use crate::{
     db::{self, enqueue::NewJob},
     notify, validate_name, EnqueueTarget, Error, Job, MAX_PAYLOAD_BYTES,
@@ -50,6 +52,7 @@ pub struct EnqueueOptions {
     delay: Option<Duration>,
     max_attempts: Option<u32>,
     notify: Option<bool>,
+    meta: serde_json::Map<String, serde_json::Value>,
 }
 
 impl EnqueueOptions {
@@ -88,6 +91,24 @@ impl EnqueueOptions {
         self
     }
 
+    /// Adds `key: value` to the job's metadata (a JSON object stored beside the
+    /// payload, shown by `control` and the `lq` CLI, filterable with
+    /// [`crate::JobFilter::meta_contains`], readable in the handler through
+    /// [`crate::JobContext::meta`]): tenant, request id, tags. The key `lq` is
+    /// litequeue's own (the cron tick), and `traceparent`/`tracestate` carry trace
+    /// context under the `otel` feature; a value set here for them is replaced.
+    ///
+    /// ```
+    /// use lq_core::EnqueueOptions;
+    /// let opts = EnqueueOptions::new().meta("tenant", "acme").meta("tags", ["vip"]);
+    /// # let _ = opts;
+    /// ```
+    pub fn meta(mut self, key: impl Into<String>, value: impl serde::Serialize) -> Self {
+        let value = serde_json::to_value(value).unwrap_or(serde_json::Value::Null);
+        self.meta.insert(key.into(), value);
+        self
+    }
+
     /// Send (default) or skip the wake-up NOTIFY; without it, workers find the job
     /// at their next poll.
     pub fn notify(mut self, notify: bool) -> Self {
@@ -95,7 +116,8 @@ impl EnqueueOptions {
         self
     }
 
-    fn resolve<J: Job>(&self) -> Result<NewJob<'_>, Error> {
+    /// The options for one enqueue; `meta` is the metadata's JSON text, if any.
+    fn resolve<'a, J: Job>(&'a self, meta: Option<&'a str>) -> Result<NewJob<'a>, Error> {
         let queue = self.queue.as_deref().unwrap_or(J::OPTIONS.queue);
         validate_name("queue", queue)?;
         validate_name("kind", J::KIND)?;
@@ -111,6 +133,7 @@ impl EnqueueOptions {
             delay_secs: self.delay.map_or(0.0, |d| d.as_secs_f64()),
             max_attempts: max_attempts as i32,
             notify: self.notify.unwrap_or(true),
+            meta,
         })
     }
 }
@@ -182,6 +205,35 @@ fn payload_of<J: Job>(job: &J, position: Option<usize>) -> Result<String, Error>
     Ok(text)
 }
 
+/// Largest metadata, in bytes of JSON: it rides along with every claim.
+pub const MAX_META_BYTES: usize = 64 * 1024;
+
+/// The metadata's JSON text: the caller's keys, then the trace context of the
+/// current span (under the `otel` feature); `None` when there is nothing.
+fn meta_of<J: Job>(opts: &EnqueueOptions) -> Result<Option<String>, Error> {
+    let mut meta = opts.meta.clone();
+    crate::telemetry::inject_trace_context(&mut meta);
+    if meta.is_empty() {
+        return Ok(None);
+    }
+    let text = serde_json::Value::Object(meta).to_string();
+    let invalid = |reason| Error::InvalidMeta {
+        kind: J::KIND,
+        reason,
+    };
+    if text.len() > MAX_META_BYTES {
+        return Err(invalid(
+            "is over the 64 KiB limit: keep identifiers and tags there, not data",
+        ));
+    }
+    if has_nul_escape(&text) {
+        return Err(invalid(
+            "holds a NUL character (\\u0000), which PostgreSQL cannot store",
+        ));
+    }
+    Ok(Some(text))
+}
+
 /// Inserts `job`; see [`Job::enqueue_with`].
 pub(crate) async fn enqueue<'c, J: Job, A>(
     job: &J,
@@ -191,12 +243,16 @@ pub(crate) async fn enqueue<'c, J: Job, A>(
 where
     A: EnqueueTarget<'c>,
 {
-    let mut new = opts.resolve::<J>()?;
+    let span =
+        crate::telemetry::enqueue_span(J::KIND, opts.queue.as_deref().unwrap_or(J::OPTIONS.queue));
+    let meta = span.in_scope(|| meta_of::<J>(opts))?;
+    let mut new = opts.resolve::<J>(meta.as_deref())?;
     let payload = payload_of(job, None)?;
     let key = job.unique_key();
     check_key::<J>(key.as_deref(), None)?;
     let wake = Wake::plan(&conn, &mut new);
-    db::timed("job_insert", ENQUEUE_TIMEOUT, async {
+    let queue = new.queue;
+    let done = db::timed("job_insert", ENQUEUE_TIMEOUT, async {
         let mut conn = conn.acquire().await.map_err(db::err("job_insert"))?;
         for _ in 0..UNIQUE_RACE_RETRIES {
             if let Some(id) =
@@ -219,7 +275,12 @@ where
             key: key.unwrap_or_default(),
         })
     })
-    .await
+    .instrument(span.clone())
+    .await;
+    if let Ok(e) = &done {
+        crate::telemetry::enqueued(&span, J::KIND, queue, e.id, e.existing, 1);
+    }
+    done
 }
 
 /// Inserts many jobs of one type in one statement; see [`Job::enqueue_many`].
@@ -231,7 +292,10 @@ pub(crate) async fn enqueue_many<'c, J: Job, A>(
 where
     A: EnqueueTarget<'c>,
 {
-    let mut new = opts.resolve::<J>()?;
+    let span =
+        crate::telemetry::enqueue_span(J::KIND, opts.queue.as_deref().unwrap_or(J::OPTIONS.queue));
+    let meta = span.in_scope(|| meta_of::<J>(opts))?;
+    let mut new = opts.resolve::<J>(meta.as_deref())?;
     let wake = Wake::plan(&conn, &mut new);
     let mut payloads = Vec::new();
     let mut keys = Vec::new();
@@ -251,7 +315,11 @@ where
         let mut conn = conn.acquire().await.map_err(db::err("job_insert_many"))?;
         db::enqueue::job_insert_many(&mut conn, &new, &payloads, &keys).await
     })
+    .instrument(span.clone())
     .await?;
+    if let Some(first) = ids.first() {
+        crate::telemetry::enqueued(&span, J::KIND, new.queue, *first, false, ids.len() as u64);
+    }
     if !ids.is_empty() {
         wake.after_commit(new.queue);
     }

@@ -42,6 +42,15 @@ pub enum Error {
         /// Position of the job in an `enqueue_many` batch; `None` for one job.
         position: Option<usize>,
     },
+    /// The metadata given with `EnqueueOptions::meta` cannot be stored; nothing
+    /// was written.
+    #[error("metadata of job kind {kind:?} {reason}")]
+    InvalidMeta {
+        /// Job kind.
+        kind: &'static str,
+        /// What is wrong, and the fix.
+        reason: &'static str,
+    },
     /// A rendered unique key cannot be stored; nothing was written.
     #[error("unique key of job kind {kind:?}{} ({len} bytes) {reason}", at(.position))]
     InvalidUniqueKey {

@@ -48,6 +48,7 @@ mod perform;
 mod registry;
 mod state;
 mod target;
+mod telemetry;
 #[cfg(feature = "testing")]
 pub mod testing;
 
@@ -65,7 +66,7 @@ pub use clock::database_now;
 pub use context::ContextParts;
 pub use context::JobContext;
 pub use cron::CronTick;
-pub use enqueue::{BulkEnqueued, EnqueueOptions, Enqueued, MAX_UNIQUE_KEY_BYTES};
+pub use enqueue::{BulkEnqueued, EnqueueOptions, Enqueued, MAX_META_BYTES, MAX_UNIQUE_KEY_BYTES};
 pub use error::{Error, Result};
 pub use error_text::{storable_error, MAX_ERRORS_KEPT, MAX_ERROR_BYTES};
 pub use job::{CatchUp, CronSpec, Job, JobOptions, DEFAULT_LEASE, MAX_PAYLOAD_BYTES};

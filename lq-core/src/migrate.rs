@@ -23,6 +23,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0005_operations",
         include_str!("../migrations/0005_operations.sql"),
     ),
+    ("0006_stats", include_str!("../migrations/0006_stats.sql")),
 ];
 
 /// Creates or upgrades the `lq` schema. Idempotent, and safe when several processes

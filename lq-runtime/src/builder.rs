@@ -243,6 +243,11 @@ impl RuntimeBuilder {
         })
         .await?;
         let (kinds, lease_secs) = crate::attempt::claimable(&runnable);
+        let runnable_kinds: Vec<&'static str> = runnable.iter().map(|d| d.kind).collect();
+        let tallies = crate::tally::Tallies::new(
+            self.queues.iter().map(|(q, _)| q.as_str()),
+            &runnable_kinds,
+        );
         let shared = Arc::new(Shared {
             pool,
             hot_pool,
@@ -251,6 +256,7 @@ impl RuntimeBuilder {
             config: self.config,
             kinds,
             lease_secs,
+            tallies,
             registry,
             state: self.state,
             stats: Arc::new(Stats::default()),

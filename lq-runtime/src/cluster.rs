@@ -107,6 +107,7 @@ pub(crate) async fn run(shared: Arc<Shared>, queues: Vec<(String, usize)>) {
                 shared.leadership.set(Some(started + lease * 9 / 10), None);
                 if !leading {
                     info!(owner = %shared.config.owner, "this runtime is now the maintenance leader");
+                    crate::telemetry::leader(true);
                 }
                 leading = true;
             }
@@ -114,6 +115,7 @@ pub(crate) async fn run(shared: Arc<Shared>, queues: Vec<(String, usize)>) {
                 shared.leadership.set(None, kinds);
                 if leading {
                     info!("this runtime is no longer the maintenance leader");
+                    crate::telemetry::leader(false);
                 }
                 leading = false;
             }

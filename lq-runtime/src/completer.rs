@@ -5,10 +5,13 @@ use std::sync::Arc;
 use lq_core::{chain, db, Error};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, error, warn};
+use tracing::{debug, error, warn, Instrument};
 use uuid::Uuid;
 
-use crate::{hot_conn::HotConn, shared::retry_delay, shared::Shared, slots::Slot, stats::Stats};
+use crate::{
+    hot_conn::HotConn, shared::retry_delay, shared::Shared, slots::Slot, stats::Stats,
+    tally::Recorded,
+};
 
 /// A job whose `perform` returned `Ok`, waiting to be marked succeeded. It keeps
 /// its lease slot until the write lands, so a queue never holds more than
@@ -17,6 +20,9 @@ use crate::{hot_conn::HotConn, shared::retry_delay, shared::Shared, slots::Slot,
 pub(crate) struct Completion {
     pub id: i64,
     pub token: Uuid,
+    /// Its kind and queue, to count the success where it belongs.
+    pub kind: &'static str,
+    pub queue: Arc<str>,
     /// Freed, with the rest of its batch, once the write lands.
     pub slot: Slot,
 }
@@ -43,7 +49,9 @@ pub(crate) async fn run(
                     batch.push(c);
                 }
                 for chunk in batch.chunks(max) {
-                    write(&shared, &mut conn, chunk).await;
+                    write(&shared, &mut conn, chunk)
+                        .instrument(crate::telemetry::flush_span(chunk.len()))
+                        .await;
                 }
                 Slot::release_all(batch.into_iter().map(|c| c.slot));
                 return;
@@ -53,7 +61,9 @@ pub(crate) async fn run(
             return; // every sender is gone
         }
         gather_ready(&mut rx, &mut batch, max).await;
-        write(&shared, &mut conn, &batch).await;
+        write(&shared, &mut conn, &batch)
+            .instrument(crate::telemetry::flush_span(batch.len()))
+            .await;
         Slot::release_all(batch.drain(..).map(|c| c.slot));
     }
 }
@@ -84,6 +94,27 @@ async fn gather_ready(
         }
         if batch.len() == before {
             return; // nothing more was ready
+        }
+    }
+}
+
+/// Counts each completion of `batch` as succeeded when its id is in `done`, as
+/// a lost lease otherwise.
+fn tally(shared: &Shared, batch: &[Completion], done: &[i64]) {
+    let all_done = done.len() == batch.len();
+    let done: std::collections::HashSet<i64> = if all_done {
+        Default::default()
+    } else {
+        done.iter().copied().collect()
+    };
+    for c in batch {
+        let recorded = if all_done || done.contains(&c.id) {
+            Recorded::Succeeded
+        } else {
+            Recorded::LeaseLost
+        };
+        if let Some(t) = shared.tallies.get(&c.queue, c.kind) {
+            t.finished(recorded);
         }
     }
 }
@@ -119,8 +150,10 @@ async fn write(shared: &Shared, conn: &mut HotConn, batch: &[Completion]) {
             Err(None) => {} // gave up at shutdown: left to lease expiry
         }
     }
-    let ms = began.elapsed().as_secs_f64() * 1e3;
-    debug!(jobs = ids.len(), ms, "marked succeeded");
+    let secs = began.elapsed().as_secs_f64();
+    debug!(jobs = ids.len(), ms = secs * 1e3, "marked succeeded");
+    crate::telemetry::flushed(ids.len(), secs);
+    tally(shared, batch, &done);
     Stats::add(&shared.stats.succeeded, done.len() as u64);
     let lost = ids.len() - done.len();
     if lost > 0 {
@@ -223,6 +256,8 @@ mod tests {
         Completion {
             id,
             token: Uuid::new_v4(),
+            kind: "test",
+            queue: Arc::from("q"),
             slot: slots.take().expect("a free slot"),
         }
     }

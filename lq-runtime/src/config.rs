@@ -56,6 +56,13 @@ pub struct RuntimeConfig {
     /// completions or leases, and it skips the per-acquire ping, which would
     /// double every round trip.
     pub pool_size: Option<u32>,
+    /// How often this runtime adds its counts to the per-minute rollup
+    /// `lq.stats_minute` (default 10 s; see `control::stats`). The rollup keeps
+    /// as long as `keep_finished`.
+    pub stats_interval: Duration,
+    /// How often the leader sets the cluster-wide gauges (queue depth, oldest
+    /// wait, p99 wait) under the `metrics` feature (default 15 s).
+    pub gauge_interval: Duration,
 }
 
 impl Default for RuntimeConfig {
@@ -75,6 +82,8 @@ impl Default for RuntimeConfig {
             owner: default_owner(),
             leader_lease: Duration::from_secs(5),
             pool_size: None,
+            stats_interval: Duration::from_secs(10),
+            gauge_interval: Duration::from_secs(15),
         }
     }
 }

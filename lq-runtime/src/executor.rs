@@ -21,6 +21,7 @@ use crate::{
     shared::Shared,
     slots::Slot,
     stats::Stats,
+    tally::{Recorded, Tally},
 };
 
 /// Spawns the task that runs `job` while holding one of its queue's slots.
@@ -28,15 +29,15 @@ use crate::{
 /// A panic anywhere on the job's path (not only in its handler, which is caught
 /// closer) ends here: the slot was freed as the panic unwound, and the job is
 /// ended `dead` with the panic's message, so no lease outlives its task.
-pub(crate) fn spawn(shared: Arc<Shared>, queue: String, job: ClaimedJob, slot: Slot) {
-    let span = tracing::info_span!("job", id = job.id, kind = %job.kind, attempt = job.attempts);
+pub(crate) fn spawn(shared: Arc<Shared>, queue: Arc<str>, job: ClaimedJob, slot: Slot) {
+    let span = crate::telemetry::job_span(&job, &queue);
     let tracker = shared.executors.clone();
     let (id, token) = (job.id, job.lease_token);
     let attempt = job.attempts;
     let kind = job.kind.clone();
     tracker.spawn(
         async move {
-            let ran = AssertUnwindSafe(run(shared.clone(), queue, job, slot))
+            let ran = AssertUnwindSafe(run(shared.clone(), queue.clone(), job, slot))
                 .catch_unwind()
                 .await;
             if let Err(panic) = ran {
@@ -45,6 +46,7 @@ pub(crate) fn spawn(shared: Arc<Shared>, queue: String, job: ClaimedJob, slot: S
                     id,
                     token,
                     kind: &kind,
+                    queue: &queue,
                     attempt,
                 };
                 let outcome = Outcome::PanickedOutside(msg);
@@ -62,10 +64,11 @@ struct Attempt<'a> {
     id: i64,
     token: Uuid,
     kind: &'a str,
+    queue: &'a str,
     attempt: i32,
 }
 
-async fn run(shared: Arc<Shared>, queue: String, job: ClaimedJob, mut slot: Slot) {
+async fn run(shared: Arc<Shared>, queue: Arc<str>, job: ClaimedJob, mut slot: Slot) {
     let Some(desc) = shared.registry.get(&job.kind) else {
         // Claims filter on known kinds, so this only happens if the registry changed.
         slot.started();
@@ -73,9 +76,17 @@ async fn run(shared: Arc<Shared>, queue: String, job: ClaimedJob, mut slot: Slot
             kind = job.kind,
             "claimed a job of an unknown kind; handing it back"
         );
-        release(&shared, job.id, job.lease_token, &shared.stats.released).await;
+        release(
+            &shared,
+            job.id,
+            job.lease_token,
+            &shared.stats.released,
+            None,
+        )
+        .await;
         return;
     };
+    let tally = shared.tallies.get(&queue, desc.kind);
     let cancel = CancellationToken::new();
     let lease_secs = desc.options.lease.as_secs_f64();
     // Held from here, so the heartbeat renews the lease of a job claimed ahead
@@ -100,32 +111,47 @@ async fn run(shared: Arc<Shared>, queue: String, job: ClaimedJob, mut slot: Slot
         // Never started: shutdown hands it back to the queue, its attempt unspent;
         // a cancel requested while it waited ends it `cancelled` without running
         // its handler (the same fenced write decides which, from the row).
-        let counter = if stopping {
-            &shared.stats.released
+        let (counter, recorded) = if stopping {
+            (&shared.stats.released, Recorded::Released)
         } else {
-            &shared.stats.cancelled
+            (&shared.stats.cancelled, Recorded::Cancelled)
         };
-        release(&shared, job.id, job.lease_token, counter).await;
+        let tallied = tally.map(|t| (t, recorded));
+        release(&shared, job.id, job.lease_token, counter, tallied).await;
         shared.inflight.remove(job.id);
         return;
     }
     let ctx = attempt::context(
         desc,
-        queue.clone(),
+        queue.to_string(),
         &job,
         cancel.clone(),
         shared.state.clone(),
     );
+    let wait = (job.started_at - job.run_at)
+        .num_microseconds()
+        .unwrap_or(0) as f64
+        / 1e6;
+    if let Some(t) = tally {
+        t.started(wait);
+    }
+    let began = std::time::Instant::now();
     let outcome = attempt::perform(&shared.hard_stop, desc, &job, ctx, &cancel).await;
+    if let Some(t) = tally {
+        t.returned(began.elapsed().as_secs_f64());
+    }
     shared.inflight.handler_returned(job.id);
     match outcome {
         Outcome::Succeeded => {
+            tracing::Span::current().record("lq.outcome", Recorded::Succeeded.label());
             // Another handler may start; the completer holds the lease (and its
             // share of the queue's lease limit) until its batch is written.
             slot.handler_done();
             let done = Completion {
                 id: job.id,
                 token: job.lease_token,
+                kind: desc.kind,
+                queue: queue.clone(),
                 slot,
             };
             if shared.completions.send(done).await.is_err() {
@@ -140,6 +166,7 @@ async fn run(shared: Arc<Shared>, queue: String, job: ClaimedJob, mut slot: Slot
                 id: job.id,
                 token: job.lease_token,
                 kind: desc.kind,
+                queue: &queue,
                 attempt: job.attempts,
             };
             record(&shared, attempt, other, requeued_in).await;
@@ -170,7 +197,11 @@ const OUTCOME_TRIES: u32 = 8;
 async fn record(shared: &Shared, job: Attempt<'_>, outcome: Outcome, retry_in: Option<Duration>) {
     let Attempt { id, token, .. } = job;
     if let Outcome::Stopped = outcome {
-        release(shared, id, token, &shared.stats.released).await;
+        let tally = shared
+            .tallies
+            .get(job.queue, job.kind)
+            .map(|t| (t, Recorded::Released));
+        release(shared, id, token, &shared.stats.released, tally).await;
         return;
     }
     let mut write = Write::of(&outcome, retry_in);
@@ -184,12 +215,13 @@ async fn record(shared: &Shared, job: Attempt<'_>, outcome: Outcome, retry_in: O
             .await;
         let e = match result {
             Ok(Some(state)) => {
-                count(shared, &outcome, state);
+                count(shared, job, &outcome, state);
                 log_outcome(job, &outcome, &write, state, retry_in);
                 return;
             }
             Ok(None) => {
                 Stats::add(&shared.stats.lease_lost, 1);
+                tally(shared, job, Recorded::LeaseLost);
                 warn!(
                     id,
                     "lease lost before the outcome was written; another worker owns the job"
@@ -205,7 +237,9 @@ async fn record(shared: &Shared, job: Attempt<'_>, outcome: Outcome, retry_in: O
                 write = fixed;
                 continue;
             }
-            quarantine(shared, id, token, &e).await;
+            if quarantine(shared, id, token, &e).await {
+                tally(shared, job, Recorded::Dead);
+            }
             return;
         }
         warn!(id, error = %chain(&e), "could not record the outcome; retrying");
@@ -219,7 +253,7 @@ async fn record(shared: &Shared, job: Attempt<'_>, outcome: Outcome, retry_in: O
 
 /// Ends a job whose every outcome write was refused `dead`, with the refusal as
 /// its only error, so its slot and lease are freed.
-async fn quarantine(shared: &Shared, id: i64, token: Uuid, refused: &Error) {
+async fn quarantine(shared: &Shared, id: i64, token: Uuid, refused: &Error) -> bool {
     let reason = format!(
         "quarantined: its outcome was refused by the database ({}); earlier errors dropped",
         chain(refused)
@@ -234,10 +268,15 @@ async fn quarantine(shared: &Shared, id: i64, token: Uuid, refused: &Error) {
         Ok(true) => {
             Stats::add(&shared.stats.quarantined, 1);
             error!(id, error = %chain(refused), "job quarantined as dead: its outcome was refused");
+            true
         }
-        Ok(false) => Stats::add(&shared.stats.lease_lost, 1),
+        Ok(false) => {
+            Stats::add(&shared.stats.lease_lost, 1);
+            false
+        }
         Err(e) => {
-            error!(id, error = %chain(&e), "could not quarantine the job; it returns to the queue when its lease expires")
+            error!(id, error = %chain(&e), "could not quarantine the job; it returns to the queue when its lease expires");
+            false
         }
     }
 }
@@ -267,29 +306,56 @@ fn log_outcome(
     }
 }
 
-fn count(shared: &Shared, outcome: &Outcome, state: JobState) {
+fn count(shared: &Shared, job: Attempt<'_>, outcome: &Outcome, state: JobState) {
     let s = &shared.stats;
-    let counter = match (outcome, state) {
-        (_, JobState::Dead) => &s.dead,
-        (_, JobState::Cancelled) => &s.cancelled,
-        (Outcome::Failed(Failure::Snooze(_)), _) => &s.snoozed,
-        _ => &s.retried,
+    let (counter, recorded) = match (outcome, state) {
+        (_, JobState::Dead) => (&s.dead, Recorded::Dead),
+        (_, JobState::Cancelled) => (&s.cancelled, Recorded::Cancelled),
+        (Outcome::Failed(Failure::Snooze(_)), _) => (&s.snoozed, Recorded::Snoozed),
+        (Outcome::TimedOut(_), _) => (&s.retried, Recorded::TimedOut),
+        (Outcome::Panicked(_), _) => (&s.retried, Recorded::Panicked),
+        _ => (&s.retried, Recorded::Retried),
     };
     Stats::add(counter, 1);
+    tally(shared, job, recorded);
+    tracing::Span::current().record("lq.outcome", recorded.label());
+}
+
+/// Counts `recorded` in the attempt's queue and kind (rollup and metrics).
+fn tally(shared: &Shared, job: Attempt<'_>, recorded: Recorded) {
+    if let Some(t) = shared.tallies.get(job.queue, job.kind) {
+        t.finished(recorded);
+    }
 }
 
 /// Hands a job back to the queue without spending its attempt (shutdown), or ends
 /// it `cancelled` when its cancellation was requested; adds one to `counter` when
 /// the lease was still held.
-async fn release(shared: &Shared, id: i64, token: Uuid, counter: &AtomicU64) {
+async fn release(
+    shared: &Shared,
+    id: i64,
+    token: Uuid,
+    counter: &AtomicU64,
+    tally: Option<(&Tally, Recorded)>,
+) {
     let r = shared
         .with_conn("job_release_many", |mut conn| async move {
             db::finish::job_release_many(&mut conn, &[id], &[token]).await
         })
         .await;
     match r {
-        Ok(ids) if !ids.is_empty() => Stats::add(counter, 1),
-        Ok(_) => Stats::add(&shared.stats.lease_lost, 1),
+        Ok(ids) if !ids.is_empty() => {
+            Stats::add(counter, 1);
+            if let Some((t, recorded)) = tally {
+                t.finished(recorded);
+            }
+        }
+        Ok(_) => {
+            Stats::add(&shared.stats.lease_lost, 1);
+            if let Some((t, _)) = tally {
+                t.finished(Recorded::LeaseLost);
+            }
+        }
         Err(e) => {
             warn!(id, error = %chain(&e), "could not hand the job back; it returns when its lease expires")
         }

@@ -121,6 +121,8 @@ mod completer;
 mod config;
 mod error;
 mod executor;
+#[cfg(feature = "metrics")]
+mod gauges;
 mod heartbeat;
 mod hot_conn;
 mod inflight;
@@ -129,11 +131,14 @@ mod preflight;
 mod producer;
 mod pruner;
 mod rescuer;
+mod rollup;
 mod runtime;
 mod scheduler;
 mod shared;
 mod slots;
 mod stats;
+mod tally;
+mod telemetry;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod unknown_kinds;
@@ -151,8 +156,8 @@ pub use lq_core::{
     storable_error, validate_name, AppState, AttemptError, Backoff, BoxError, BulkEnqueued,
     CatchUp, CronSpec, CronTick, EnqueueOptions, EnqueueTarget, Enqueued, Failure, Job, JobContext,
     JobDescriptor, JobError, JobFilter, JobOptions, JobState, PendingMigration, Perform, PerformFn,
-    Registry, DEFAULT_LEASE, MAX_ERRORS_KEPT, MAX_ERROR_BYTES, MAX_NAME_LEN, MAX_PAYLOAD_BYTES,
-    MAX_UNIQUE_KEY_BYTES, SCHEMA_VERSION,
+    Registry, DEFAULT_LEASE, MAX_ERRORS_KEPT, MAX_ERROR_BYTES, MAX_META_BYTES, MAX_NAME_LEN,
+    MAX_PAYLOAD_BYTES, MAX_UNIQUE_KEY_BYTES, SCHEMA_VERSION,
 };
 pub use preflight::MAX_CONCURRENCY;
 pub use runtime::Runtime;

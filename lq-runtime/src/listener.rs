@@ -89,6 +89,7 @@ async fn listen(shared: &Arc<Shared>, failures: &mut u32) -> Result<Exit, sqlx::
             shared.wake_all();
             continue;
         };
+        crate::telemetry::maintenance("notifies_received", 1);
         match n.channel() {
             JOBS_CHANNEL => {
                 if let Some(w) = shared.wakers.get(n.payload()) {

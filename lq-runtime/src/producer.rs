@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use lq_core::db;
 use tokio::sync::Notify;
-use tracing::{debug, warn};
+use tracing::{debug, warn, Instrument};
 
 use crate::{
     claim_ahead::ClaimAhead, executor, hot_conn::HotConn, shared::retry_delay, shared::Shared,
@@ -19,6 +19,7 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: String, slots: Slots, wake: 
     let mut conn = HotConn::new(shared.hot_pool.clone(), shared.keep_claim_conns);
     let mut ahead = ClaimAhead::new(slots.concurrency(), slots.most_ahead());
     let mut failures = 0u32;
+    let queue_name: Arc<str> = Arc::from(queue.as_str());
     loop {
         if shared.stopping.is_cancelled() {
             return;
@@ -36,6 +37,7 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: String, slots: Slots, wake: 
             .claimable(ahead.extra())
             .min(shared.config.max_claim_batch);
         let began = std::time::Instant::now();
+        let span = crate::telemetry::claim_span(&queue, limit);
         let claimed = db::timed("job_claim", shared.config.db_timeout, async {
             db::claim::job_claim(
                 conn.get("job_claim").await?,
@@ -47,6 +49,7 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: String, slots: Slots, wake: 
             )
             .await
         })
+        .instrument(span.clone())
         .await;
         let jobs = match claimed {
             Ok(jobs) => {
@@ -65,6 +68,8 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: String, slots: Slots, wake: 
             }
         };
         let got = jobs.len();
+        span.record("lq.claimed", got);
+        crate::telemetry::claimed(&queue, got, began.elapsed().as_secs_f64());
         if got > 0 {
             let ms = began.elapsed().as_secs_f64() * 1e3;
             debug!(queue, got, limit, ahead = ahead.extra(), ms, "claimed");
@@ -76,7 +81,7 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: String, slots: Slots, wake: 
             if slot.waits_for_handler() {
                 Stats::add(&shared.stats.claimed_ahead, 1);
             }
-            executor::spawn(shared.clone(), queue.clone(), job, slot);
+            executor::spawn(shared.clone(), queue_name.clone(), job, slot);
         }
         if got == limit {
             // A full batch: there may be more ready right now. Let the jobs just

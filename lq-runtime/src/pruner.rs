@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use lq_core::{chain, db};
-use tracing::{debug, warn};
+use tracing::{debug, warn, Instrument};
 
 use crate::shared::Shared;
 
@@ -21,33 +21,46 @@ pub(crate) async fn run(shared: Arc<Shared>) {
         if !shared.is_leader() {
             continue;
         }
-        loop {
-            let r = shared
-                .with_conn("job_prune", |mut conn| async move {
-                    db::maintenance::job_prune(&mut conn, keep_finished, keep_dead, PRUNE_BATCH)
-                        .await
-                })
-                .await;
-            match r {
-                Ok(n) => {
-                    debug!(pruned = n, "pruned finished jobs");
-                    if (n as i64) < PRUNE_BATCH || shared.stopping.is_cancelled() {
+        async {
+            loop {
+                let r = shared
+                    .with_conn("job_prune", |mut conn| async move {
+                        db::maintenance::job_prune(&mut conn, keep_finished, keep_dead, PRUNE_BATCH)
+                            .await
+                    })
+                    .await;
+                match r {
+                    Ok(n) => {
+                        crate::telemetry::maintenance("pruned", n);
+                        debug!(pruned = n, "pruned finished jobs");
+                        if (n as i64) < PRUNE_BATCH || shared.stopping.is_cancelled() {
+                            break;
+                        }
+                    }
+                    Err(e) => {
+                        warn!(error = %chain(&e), "prune failed; will retry");
                         break;
                     }
                 }
-                Err(e) => {
-                    warn!(error = %chain(&e), "prune failed; will retry");
-                    break;
-                }
+            }
+            let r = shared
+                .with_conn("cron_ticks_prune", |mut conn| async move {
+                    db::cron::cron_ticks_prune(&mut conn, keep_finished).await
+                })
+                .await;
+            if let Err(e) = r {
+                warn!(error = %chain(&e), "pruning cron ticks failed; will retry");
+            }
+            let r = shared
+                .with_conn("stats_minute_prune", |mut conn| async move {
+                    db::stats::stats_minute_prune(&mut conn, keep_finished).await
+                })
+                .await;
+            if let Err(e) = r {
+                warn!(error = %chain(&e), "pruning the per-minute rollup failed; will retry");
             }
         }
-        let r = shared
-            .with_conn("cron_ticks_prune", |mut conn| async move {
-                db::cron::cron_ticks_prune(&mut conn, keep_finished).await
-            })
-            .await;
-        if let Err(e) = r {
-            warn!(error = %chain(&e), "pruning cron ticks failed; will retry");
-        }
+        .instrument(crate::telemetry::duty_span("prune"))
+        .await;
     }
 }

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use lq_core::{chain, db};
-use tracing::{error, info, warn};
+use tracing::{error, info, warn, Instrument};
 
 use crate::shared::Shared;
 
@@ -21,35 +21,40 @@ pub(crate) async fn run(shared: Arc<Shared>) {
         if !shared.is_leader() {
             continue;
         }
-        loop {
-            let r = shared
-                .with_conn("job_rescue_expired", |mut conn| async move {
-                    db::lease::job_rescue_expired(&mut conn, RESCUE_BATCH, None).await
-                })
-                .await;
-            match r {
-                Ok(ids) if ids.is_empty() => break,
-                Ok(ids) => {
-                    info!(
-                        rescued = ids.len(),
-                        "returned jobs with expired leases to the queue"
-                    );
-                    shared.wake_all();
-                    if (ids.len() as i64) < RESCUE_BATCH {
+        async {
+            loop {
+                let r = shared
+                    .with_conn("job_rescue_expired", |mut conn| async move {
+                        db::lease::job_rescue_expired(&mut conn, RESCUE_BATCH, None).await
+                    })
+                    .await;
+                match r {
+                    Ok(ids) if ids.is_empty() => break,
+                    Ok(ids) => {
+                        crate::telemetry::maintenance("rescued", ids.len() as u64);
+                        info!(
+                            rescued = ids.len(),
+                            "returned jobs with expired leases to the queue"
+                        );
+                        shared.wake_all();
+                        if (ids.len() as i64) < RESCUE_BATCH {
+                            break;
+                        }
+                    }
+                    Err(e) if db::is_data_rejection(&e) => {
+                        warn!(error = %chain(&e), "batch rescue refused; rescuing one job at a time");
+                        one_by_one(&shared).await;
+                        break;
+                    }
+                    Err(e) => {
+                        warn!(error = %chain(&e), "rescue failed; will retry");
                         break;
                     }
                 }
-                Err(e) if db::is_data_rejection(&e) => {
-                    warn!(error = %chain(&e), "batch rescue refused; rescuing one job at a time");
-                    one_by_one(&shared).await;
-                    break;
-                }
-                Err(e) => {
-                    warn!(error = %chain(&e), "rescue failed; will retry");
-                    break;
-                }
             }
         }
+        .instrument(crate::telemetry::duty_span("rescue"))
+        .await;
     }
 }
 

@@ -43,6 +43,7 @@ impl Runtime {
         cron_jobs: Vec<scheduler::CronJob>,
     ) -> Self {
         let services = TaskTracker::new();
+        let queue_list: Vec<String> = queues.iter().map(|(q, n)| format!("{q}={n}")).collect();
         let completer_stop = CancellationToken::new();
         let heartbeat_stop = CancellationToken::new();
         let completer = tokio::spawn(completer::run(
@@ -57,6 +58,9 @@ impl Runtime {
         services.spawn(pruner::run(shared.clone()));
         services.spawn(scheduler::run(shared.clone(), cron_jobs));
         services.spawn(vacuumer::run(shared.clone()));
+        services.spawn(crate::rollup::run(shared.clone()));
+        #[cfg(feature = "metrics")]
+        services.spawn(crate::gauges::run(shared.clone()));
         if let Some(grace) = shared.config.unknown_kind_grace {
             services.spawn(unknown_kinds::run(shared.clone(), grace));
         }
@@ -70,7 +74,12 @@ impl Runtime {
             ));
         }
         services.close();
-        info!(owner = %shared.config.owner, kinds = ?shared.kinds, "litequeue runtime started");
+        info!(
+            owner = %shared.config.owner,
+            queues = ?queue_list,
+            kinds = ?shared.kinds,
+            "litequeue runtime started (maintenance runs on the elected leader; leader changes are logged)"
+        );
         Self {
             shared,
             services,
@@ -143,6 +152,7 @@ impl Runtime {
             join("completer", completer).await?;
             heartbeat_stop.cancel();
             join("heartbeat", heartbeat).await?;
+            crate::rollup::flush(&shared).await;
             tokio::join!(
                 shared.pool.close(),
                 shared.hot_pool.close(),

@@ -128,6 +128,7 @@ pub(crate) async fn run(shared: Arc<Shared>, jobs: Vec<CronJob>) {
                     if rep.missed > 0 {
                         info!(kind = job.desc.kind, missed = rep.missed, policy = ?job.catch_up, "cron ticks missed while no runtime ran");
                     }
+                    crate::telemetry::maintenance("cron_ticks", rep.fired.len() as u64);
                     for (tick, id) in &rep.fired {
                         debug!(kind = job.desc.kind, %tick, id, "cron tick fired");
                     }

@@ -40,6 +40,9 @@ pub(crate) struct Shared {
     pub executors: TaskTracker,
     /// Whether this runtime is the maintenance leader (see [`crate::cluster`]).
     pub leadership: crate::cluster::Leadership,
+    /// Counts per served queue and runnable kind: the rollup's source, and the
+    /// per-job metrics' handles.
+    pub tallies: crate::tally::Tallies,
     /// Sends successes to the batching completer.
     pub completions: tokio::sync::mpsc::Sender<crate::completer::Completion>,
 }

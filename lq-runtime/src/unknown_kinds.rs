@@ -28,6 +28,7 @@ pub(crate) async fn run(shared: Arc<Shared>, grace: Duration) {
             .await;
         match r {
             Ok(ids) if !ids.is_empty() => {
+                crate::telemetry::maintenance("buried", ids.len() as u64);
                 warn!(
                     ?ids,
                     "marked dead: jobs of a kind no live runtime serving their queue declares"

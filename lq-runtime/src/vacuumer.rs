@@ -130,12 +130,15 @@ async fn tend(shared: &Shared, table: JobTable, warned: &mut bool) {
     })
     .await;
     match r {
-        Ok(()) => debug!(
-            table = table.name(),
-            vacuum = need.vacuum,
-            dead = stats.dead,
-            "vacuumed/analyzed"
-        ),
+        Ok(()) => {
+            crate::telemetry::maintenance("vacuums", 1);
+            debug!(
+                table = table.name(),
+                vacuum = need.vacuum,
+                dead = stats.dead,
+                "vacuumed/analyzed"
+            )
+        }
         Err(e) => warn!(table = table.name(), error = %chain(&e), "vacuum failed; will retry"),
     }
 }

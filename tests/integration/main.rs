@@ -9,6 +9,7 @@ mod cron;
 mod enqueue;
 mod hostile;
 mod jobs;
+mod meta;
 mod migrate;
 mod operator_role;
 mod outcomes;

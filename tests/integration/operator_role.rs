@@ -17,13 +17,13 @@ const OPERATOR_GRANTS: &str = "
     grant usage on schema lq to {role};
     grant select, insert, update, delete on lq.jobs, lq.finished_jobs to {role};
     grant select, insert, update on lq.queues to {role};
-    grant select on lq.all_jobs, lq.runtimes, lq.leader, lq.cron_schedules, lq.cron_ticks,
+    grant select on lq.all_jobs, lq.runtimes, lq.leader, lq.cron_schedules, lq.cron_ticks, lq.stats_minute,
         lq.schema_migrations to {role};";
 
 /// A read-only operator: SELECT on every table.
 const READER_GRANTS: &str = "
     grant usage on schema lq to {role};
-    grant select on lq.jobs, lq.finished_jobs, lq.all_jobs, lq.queues, lq.runtimes, lq.leader,
+    grant select on lq.jobs, lq.finished_jobs, lq.all_jobs, lq.queues, lq.runtimes, lq.leader, lq.stats_minute,
         lq.cron_schedules, lq.cron_ticks, lq.schema_migrations to {role};";
 
 fn is_permission_denied(e: &CoreError) -> bool {
@@ -63,6 +63,9 @@ async fn an_operator_with_the_documented_grants_can_do_everything_and_a_reader_o
         control::queues(pool).await.unwrap();
         control::runtimes(pool).await.unwrap();
         control::cron_schedules(pool).await.unwrap();
+        control::stats(pool, Duration::from_secs(3600))
+            .await
+            .unwrap();
         control::doctor(pool).await.unwrap();
     }
 

@@ -62,7 +62,7 @@ const WORKER_GRANTS: &str = "
     grant select, insert, update on lq.cron_schedules to {role};
     grant select, insert, delete on lq.cron_ticks to {role};
     grant select on lq.schema_migrations, lq.queues to {role};
-    grant select, insert, update, delete on lq.runtimes, lq.leader to {role};
+    grant select, insert, update, delete on lq.runtimes, lq.leader, lq.stats_minute to {role};
     grant usage on sequence lq.jobs_id_seq to {role};";
 
 /// Roles made for one test, dropped when the value drops. Declare it before the

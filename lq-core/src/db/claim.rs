@@ -26,6 +26,9 @@ pub struct ClaimedJob {
     pub run_at: DateTime<Utc>,
     /// When the job was enqueued.
     pub created_at: DateTime<Utc>,
+    /// When this claim started the attempt (database time): its wait is
+    /// `started_at - run_at`.
+    pub started_at: DateTime<Utc>,
     /// The job's metadata as JSON text, if any.
     pub meta: Option<String>,
 }
@@ -65,7 +68,7 @@ pub async fn job_claim(
              lease_expires_at = now() + make_interval(secs => ($5::float8[])[array_position($2::text[], j.kind)])
          where j.id = any(array(select id from picked))
          returning j.id, j.kind, j.payload::text as payload, j.attempts, j.max_attempts, j.lease_token,
-                   j.run_at, j.created_at, j.meta::text as meta",
+                   j.run_at, j.created_at, j.started_at, j.meta::text as meta",
     )
     .bind(queue)
     .bind(kinds)

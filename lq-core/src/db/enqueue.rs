@@ -23,6 +23,8 @@ pub struct NewJob<'a> {
     pub max_attempts: i32,
     /// NOTIFY listeners when the job is ready now.
     pub notify: bool,
+    /// Metadata, as JSON text (a JSON object).
+    pub meta: Option<&'a str>,
 }
 
 /// Inserts one job; `None` when a live job already holds `unique_key`.
@@ -34,12 +36,8 @@ pub async fn job_insert(
     unique_key: Option<&str>,
 ) -> Result<Option<i64>, Error> {
     // Without a unique key the conflict check is pure overhead.
-    let sql = if unique_key.is_some() {
-        INSERT_ONE_UNIQUE
-    } else {
-        INSERT_ONE
-    };
-    sqlx::query_scalar(sql)
+    let sql = INSERT_ONE[usize::from(unique_key.is_some())][usize::from(job.meta.is_some())];
+    let query = sqlx::query_scalar(sql)
         .bind(job.kind)
         .bind(job.queue)
         .bind(job.priority)
@@ -48,7 +46,12 @@ pub async fn job_insert(
         .bind(job.delay_secs)
         .bind(job.max_attempts)
         .bind(unique_key)
-        .bind(job.notify)
+        .bind(job.notify);
+    let query = match job.meta {
+        Some(meta) => query.bind(meta),
+        None => query,
+    };
+    query
         .fetch_optional(&mut *conn)
         .await
         .map_err(err("job_insert"))
@@ -83,23 +86,24 @@ pub async fn job_insert_many(
     // Without unique keys the conflict check is pure overhead (~20 % of a bulk
     // insert), and so is sending an array of nulls for the key column.
     let unique = unique_keys.iter().any(Option::is_some);
-    let query = sqlx::query_scalar(if unique {
-        INSERT_MANY_UNIQUE
-    } else {
-        INSERT_MANY
-    })
-    .bind(job.kind)
-    .bind(job.queue)
-    .bind(job.priority)
-    .bind(job.run_at)
-    .bind(job.delay_secs)
-    .bind(job.max_attempts)
-    .bind(payloads)
-    .bind(job.notify);
+    let query =
+        sqlx::query_scalar(INSERT_MANY[usize::from(unique)][usize::from(job.meta.is_some())])
+            .bind(job.kind)
+            .bind(job.queue)
+            .bind(job.priority)
+            .bind(job.run_at)
+            .bind(job.delay_secs)
+            .bind(job.max_attempts)
+            .bind(payloads)
+            .bind(job.notify);
     let query = if unique {
         query.bind(unique_keys)
     } else {
         query
+    };
+    let query = match job.meta {
+        Some(meta) => query.bind(meta),
+        None => query,
     };
     let mut ids: Vec<i64> = query
         .fetch_one(&mut *conn)
@@ -116,36 +120,58 @@ pub async fn job_insert_many(
 // type in them is qualified with `pg_catalog`, so no other role's object can be
 // picked instead (see `db::SEARCH_PATH` for the other statements).
 
-/// `$1`–`$8` as bound by [`job_insert_many`]; the unique variant adds the keys as `$9`.
+/// What a unique insert does when a live job of its kind holds the key.
+macro_rules! on_conflict {
+    () => {
+        "
+         on conflict (kind, unique_key) where unique_key is not null
+         do nothing"
+    };
+}
+
+/// The bulk insert: `$1`–`$8` as bound by [`job_insert_many`], then the keys
+/// (unique variants) and the metadata (`meta` variants) in that order. The
+/// `meta` column is named only when there is metadata, so a producer role
+/// without INSERT on it (docs/roles.md) enqueues as before.
 /// Every row gets the same `run_at`, so whether the batch is due is decided once
 /// (`now()` is fixed for the transaction), not per row.
-const INSERT_MANY: &str = "with ins as (
-         insert into lq.jobs (kind, queue, priority, payload, run_at, max_attempts)
+macro_rules! insert_many {
+    ($cols:literal, $vals:literal, $from:literal, $conflict:expr) => {
+        concat!(
+            "with ins as (
+         insert into lq.jobs (kind, queue, priority, payload, run_at, max_attempts",
+            $cols,
+            ")
          select $1, $2, $3, p::pg_catalog.jsonb,
-             coalesce($4, pg_catalog.now() operator(pg_catalog.+) pg_catalog.make_interval(secs => $5)), $6
-         from pg_catalog.unnest($7::pg_catalog.text[]) as p
+             coalesce($4, pg_catalog.now() operator(pg_catalog.+) pg_catalog.make_interval(secs => $5)), $6",
+            $vals,
+            "
+         from ",
+            $from,
+            $conflict,
+            "
          returning id
      )
      select coalesce(pg_catalog.array_agg(id), '{}') from ins
      having case when $8 and pg_catalog.count(*) operator(pg_catalog.>) 0
                       and coalesce($4, pg_catalog.now() operator(pg_catalog.+) pg_catalog.make_interval(secs => $5))
                           operator(pg_catalog.<=) pg_catalog.now()
-                 then (select true from pg_catalog.pg_notify('lq_jobs', $2)) else true end";
+                 then (select true from pg_catalog.pg_notify('lq_jobs', $2)) else true end"
+        )
+    };
+}
 
-const INSERT_MANY_UNIQUE: &str = "with ins as (
-         insert into lq.jobs (kind, queue, priority, payload, run_at, max_attempts, unique_key)
-         select $1, $2, $3, u.p::pg_catalog.jsonb,
-             coalesce($4, pg_catalog.now() operator(pg_catalog.+) pg_catalog.make_interval(secs => $5)), $6, u.k
-         from rows from (pg_catalog.unnest($7::pg_catalog.text[]), pg_catalog.unnest($9::pg_catalog.text[])) as u(p, k)
-         on conflict (kind, unique_key) where unique_key is not null
-         do nothing
-         returning id
-     )
-     select coalesce(pg_catalog.array_agg(id), '{}') from ins
-     having case when $8 and pg_catalog.count(*) operator(pg_catalog.>) 0
-                      and coalesce($4, pg_catalog.now() operator(pg_catalog.+) pg_catalog.make_interval(secs => $5))
-                          operator(pg_catalog.<=) pg_catalog.now()
-                 then (select true from pg_catalog.pg_notify('lq_jobs', $2)) else true end";
+/// `[unique][meta]`.
+const INSERT_MANY: [[&str; 2]; 2] = [
+    [
+        insert_many!("", "", "pg_catalog.unnest($7::pg_catalog.text[]) as p", ""),
+        insert_many!(", meta", ", $9::pg_catalog.jsonb", "pg_catalog.unnest($7::pg_catalog.text[]) as p", ""),
+    ],
+    [
+        insert_many!(", unique_key", ", k", "rows from (pg_catalog.unnest($7::pg_catalog.text[]), pg_catalog.unnest($9::pg_catalog.text[])) as u(p, k)", on_conflict!()),
+        insert_many!(", unique_key, meta", ", k, $10::pg_catalog.jsonb", "rows from (pg_catalog.unnest($7::pg_catalog.text[]), pg_catalog.unnest($9::pg_catalog.text[])) as u(p, k)", on_conflict!()),
+    ],
+];
 
 /// Sends the wake-up NOTIFY for each of `queues` in one short transaction of its
 /// own (autocommit: never call it inside a transaction that writes data).
@@ -172,22 +198,37 @@ const QUEUES_NOTIFY: &str = "select pg_catalog.pg_notify('lq_jobs', q)
      from (select pg_catalog.set_config('synchronous_commit', 'off', true)) as async_commit,
           pg_catalog.unnest($1::pg_catalog.text[]) as q";
 
-const INSERT_ONE: &str = "with ins as (
-         insert into lq.jobs (kind, queue, priority, payload, run_at, max_attempts, unique_key)
+/// The single insert: `$1`–`$9` as bound by [`job_insert`], `$10` the metadata
+/// in the `meta` variants (the column is named only then; see [`insert_many`]).
+macro_rules! insert_one {
+    ($cols:literal, $vals:literal, $conflict:expr) => {
+        concat!(
+            "with ins as (
+         insert into lq.jobs (kind, queue, priority, payload, run_at, max_attempts, unique_key",
+            $cols,
+            ")
          values ($1, $2, $3, $4::pg_catalog.jsonb,
-             coalesce($5, pg_catalog.now() operator(pg_catalog.+) pg_catalog.make_interval(secs => $6)), $7, $8)
+             coalesce($5, pg_catalog.now() operator(pg_catalog.+) pg_catalog.make_interval(secs => $6)), $7, $8",
+            $vals,
+            ")",
+            $conflict,
+            "
          returning id, run_at operator(pg_catalog.<=) pg_catalog.now() as ready
      )
      select id from ins
-     where case when ready and $9 then (select true from pg_catalog.pg_notify('lq_jobs', $2)) else true end";
+     where case when ready and $9 then (select true from pg_catalog.pg_notify('lq_jobs', $2)) else true end"
+        )
+    };
+}
 
-const INSERT_ONE_UNIQUE: &str = "with ins as (
-         insert into lq.jobs (kind, queue, priority, payload, run_at, max_attempts, unique_key)
-         values ($1, $2, $3, $4::pg_catalog.jsonb,
-             coalesce($5, pg_catalog.now() operator(pg_catalog.+) pg_catalog.make_interval(secs => $6)), $7, $8)
-         on conflict (kind, unique_key) where unique_key is not null
-         do nothing
-         returning id, run_at operator(pg_catalog.<=) pg_catalog.now() as ready
-     )
-     select id from ins
-     where case when ready and $9 then (select true from pg_catalog.pg_notify('lq_jobs', $2)) else true end";
+/// `[unique][meta]`.
+const INSERT_ONE: [[&str; 2]; 2] = [
+    [
+        insert_one!("", "", ""),
+        insert_one!(", meta", ", $10::pg_catalog.jsonb", ""),
+    ],
+    [
+        insert_one!("", "", on_conflict!()),
+        insert_one!(", meta", ", $10::pg_catalog.jsonb", on_conflict!()),
+    ],
+];

@@ -202,6 +202,10 @@ const RUNTIME_PRIVILEGES: &[(&str, &str)] = &[
     ("lq.leader", "INSERT"),
     ("lq.leader", "UPDATE"),
     ("lq.leader", "DELETE"),
+    ("lq.stats_minute", "SELECT"),
+    ("lq.stats_minute", "INSERT"),
+    ("lq.stats_minute", "UPDATE"),
+    ("lq.stats_minute", "DELETE"),
 ];
 
 /// The current role's name, and each privilege of `RUNTIME_PRIVILEGES` (plus

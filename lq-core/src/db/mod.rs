@@ -137,6 +137,7 @@ pub mod lease;
 pub mod maintenance;
 pub mod migration;
 pub mod queues;
+pub mod stats;
 #[cfg(feature = "testing")]
 pub mod testing;
 

@@ -81,7 +81,7 @@ pub async fn job_claim_for_test(
              lease_expires_at = pg_catalog.now() operator(pg_catalog.+) pg_catalog.make_interval(secs => ($3::float8[])[pg_catalog.array_position($2::text[], j.kind)])
          from picked where j.id operator(pg_catalog.=) picked.id
          returning j.id, j.kind, j.payload::text as payload, j.attempts, j.max_attempts, j.lease_token,
-                   j.run_at, j.created_at, j.meta::text as meta, j.queue",
+                   j.run_at, j.created_at, j.started_at, j.meta::text as meta, j.queue",
     )
     .bind(queues)
     .bind(kinds)

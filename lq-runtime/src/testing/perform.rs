@@ -85,6 +85,7 @@ pub async fn perform<J: Perform>(job: &J, test: &TestContext) -> Performed {
         lease_token: ctx.lease_token(),
         run_at: ctx.run_at(),
         created_at: ctx.created_at(),
+        started_at: ctx.run_at(),
         meta: ctx.meta().map(|m| m.to_string()),
     };
     let never = CancellationToken::new();

@@ -1,0 +1,200 @@
+//! What a runtime reports beyond its logs: spans with stable names
+//! (`lq.claim`, `lq.job`, `lq.complete_flush`, one per maintenance duty) and,
+//! under the `metrics` feature, metrics through the `metrics` facade. Labels
+//! are queue, kind and outcome only, never a job id. With the feature off,
+//! every function here is empty and the compiler removes the calls.
+//!
+//! Trace context (`otel` feature): a job's metadata carries the enqueuing span's
+//! `traceparent`; its first attempt's `lq.job` span is that span's child, and a
+//! later attempt starts a new trace with a link to it (a retry hours later is
+//! not part of the request that enqueued it).
+
+use lq_core::db::claim::ClaimedJob;
+use tracing::{field::Empty, Span};
+
+/// The span of one attempt (`lq.job`), following OpenTelemetry's messaging
+/// conventions where they fit. `lq.outcome` is recorded when it ends.
+pub(crate) fn job_span(job: &ClaimedJob, queue: &str) -> Span {
+    let wait = (job.started_at - job.run_at)
+        .num_microseconds()
+        .unwrap_or(0) as f64
+        / 1e6;
+    let span = tracing::info_span!(
+        "lq.job",
+        otel.kind = "consumer",
+        messaging.system = "litequeue",
+        "messaging.operation.type" = "process",
+        messaging.destination.name = queue,
+        messaging.message.id = job.id,
+        lq.kind = %job.kind,
+        lq.attempt = job.attempts,
+        lq.wait_seconds = wait.max(0.0),
+        lq.outcome = Empty,
+    );
+    #[cfg(feature = "otel")]
+    link_trace(&span, job);
+    span
+}
+
+/// Makes attempt 1 a child of the enqueuing span, and links later attempts to it.
+#[cfg(feature = "otel")]
+fn link_trace(span: &Span, job: &ClaimedJob) {
+    use opentelemetry::{propagation::TextMapPropagator, trace::TraceContextExt};
+    use tracing_opentelemetry::OpenTelemetrySpanExt;
+    let Some(meta) = job.meta.as_deref() else {
+        return;
+    };
+    let Ok(serde_json::Value::Object(meta)) = serde_json::from_str::<serde_json::Value>(meta)
+    else {
+        return;
+    };
+    let carrier: std::collections::HashMap<String, String> = ["traceparent", "tracestate"]
+        .iter()
+        .filter_map(|k| Some((k.to_string(), meta.get(*k)?.as_str()?.to_owned())))
+        .collect();
+    if carrier.is_empty() {
+        return;
+    }
+    let cx = opentelemetry_sdk::propagation::TraceContextPropagator::new().extract(&carrier);
+    let remote = cx.span().span_context().clone();
+    if !remote.is_valid() {
+        return;
+    }
+    if job.attempts <= 1 {
+        let _ = span.set_parent(cx);
+    } else {
+        span.add_link(remote);
+    }
+}
+
+/// The span of one claim statement (debug level: it runs constantly).
+pub(crate) fn claim_span(queue: &str, limit: usize) -> Span {
+    tracing::debug_span!(
+        "lq.claim",
+        messaging.destination.name = queue,
+        lq.limit = limit,
+        lq.claimed = Empty
+    )
+}
+
+/// The span of one batched success write (debug level).
+pub(crate) fn flush_span(jobs: usize) -> Span {
+    tracing::debug_span!("lq.complete_flush", messaging.batch.message_count = jobs)
+}
+
+/// The span of one run of a maintenance duty (`lq.rescue`, `lq.prune`, ...).
+pub(crate) fn duty_span(name: &'static str) -> Span {
+    match name {
+        "rescue" => tracing::debug_span!("lq.rescue"),
+        "prune" => tracing::debug_span!("lq.prune"),
+        "vacuum" => tracing::debug_span!("lq.vacuum"),
+        "cron" => tracing::debug_span!("lq.cron"),
+        "bury" => tracing::debug_span!("lq.bury"),
+        "rollup" => tracing::debug_span!("lq.rollup"),
+        _ => tracing::debug_span!("lq.duty", lq.duty = name),
+    }
+}
+
+/// A claim statement returned `got` jobs after `secs`.
+pub(crate) fn claimed(queue: &str, got: usize, secs: f64) {
+    #[cfg(feature = "metrics")]
+    {
+        let q = queue.to_owned();
+        metrics::counter!("lq_claims_total", "queue" => q.clone()).increment(1);
+        metrics::histogram!("lq_claim_duration_seconds", "queue" => q.clone()).record(secs);
+        if got > 0 {
+            metrics::counter!("lq_jobs_claimed_total", "queue" => q.clone()).increment(got as u64);
+            metrics::histogram!("lq_claim_batch_size", "queue" => q).record(got as f64);
+        }
+    }
+    #[cfg(not(feature = "metrics"))]
+    let _ = (queue, got, secs);
+}
+
+/// One success write of `jobs` jobs took `secs`.
+pub(crate) fn flushed(jobs: usize, secs: f64) {
+    #[cfg(feature = "metrics")]
+    {
+        metrics::counter!("lq_complete_flushes_total").increment(1);
+        metrics::histogram!("lq_complete_flush_size").record(jobs as f64);
+        metrics::histogram!("lq_complete_flush_duration_seconds").record(secs);
+    }
+    #[cfg(not(feature = "metrics"))]
+    let _ = (jobs, secs);
+}
+
+/// A maintenance event: `what` is `rescued`, `pruned`, `buried`, `vacuums`,
+/// `cron_ticks` or `notifies_received`; counted as `lq_{what}_total`.
+pub(crate) fn maintenance(what: &'static str, n: u64) {
+    #[cfg(feature = "metrics")]
+    {
+        let name = match what {
+            "rescued" => "lq_rescued_total",
+            "pruned" => "lq_pruned_total",
+            "buried" => "lq_buried_total",
+            "vacuums" => "lq_vacuums_total",
+            "cron_ticks" => "lq_cron_ticks_total",
+            "notifies_received" => "lq_notifies_received_total",
+            _ => "lq_maintenance_events_total",
+        };
+        metrics::counter!(name).increment(n);
+    }
+    #[cfg(not(feature = "metrics"))]
+    let _ = (what, n);
+}
+
+/// Whether this runtime leads now (`lq_leader`, 1 or 0, per runtime: the sum
+/// over a cluster is 1 when all is well).
+pub(crate) fn leader(leads: bool) {
+    #[cfg(feature = "metrics")]
+    metrics::gauge!("lq_leader").set(if leads { 1.0 } else { 0.0 });
+    #[cfg(not(feature = "metrics"))]
+    let _ = leads;
+}
+
+/// The per-job metric handles of one queue and kind, registered once.
+#[cfg(feature = "metrics")]
+pub(crate) struct JobMetrics {
+    attempts: [metrics::Counter; 9],
+    running: metrics::Gauge,
+    wait: metrics::Histogram,
+    run: metrics::Histogram,
+}
+
+#[cfg(feature = "metrics")]
+impl JobMetrics {
+    pub(crate) fn new(queue: &str, kind: &'static str) -> Self {
+        use crate::tally::Recorded::*;
+        let labels = |o: crate::tally::Recorded| {
+            [
+                ("queue", queue.to_owned()),
+                ("kind", kind.to_owned()),
+                ("outcome", o.label().to_owned()),
+            ]
+        };
+        let attempts = [
+            Succeeded, Retried, TimedOut, Panicked, Snoozed, Dead, Cancelled, LeaseLost, Released,
+        ]
+        .map(|o| metrics::counter!("lq_job_attempts_total", &labels(o)));
+        Self {
+            attempts,
+            running: metrics::gauge!("lq_jobs_running", "queue" => queue.to_owned(), "kind" => kind),
+            wait: metrics::histogram!("lq_job_wait_seconds", "queue" => queue.to_owned(), "kind" => kind),
+            run: metrics::histogram!("lq_job_run_seconds", "queue" => queue.to_owned(), "kind" => kind),
+        }
+    }
+
+    pub(crate) fn started(&self, wait_secs: f64) {
+        self.running.increment(1.0);
+        self.wait.record(wait_secs);
+    }
+
+    pub(crate) fn returned(&self, run_secs: f64) {
+        self.running.decrement(1.0);
+        self.run.record(run_secs);
+    }
+
+    pub(crate) fn finished(&self, outcome: crate::tally::Recorded) {
+        self.attempts[outcome as usize].increment(1);
+    }
+}

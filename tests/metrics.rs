@@ -1,0 +1,167 @@
+//! The `metrics` feature, read through a recording recorder (its own test
+//! binary: a recorder is global to the process): per-job counters labelled by
+//! queue, kind and outcome, the wait histogram, the running gauge, the leader's
+//! queue gauges; and the per-minute rollup that feeds charts.
+
+use std::{collections::HashMap, time::Duration};
+
+use lq_runtime::{
+    control, EnqueueOptions, Job, JobContext, JobError, Perform, Runtime, RuntimeConfig,
+};
+use lq_tests::TestDb;
+use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
+use serde::{Deserialize, Serialize};
+
+#[derive(Serialize, Deserialize, Job)]
+#[job(kind = "metrics.ok", queue = "metrics-q")]
+struct Ok1 {
+    n: u32,
+}
+
+impl Perform for Ok1 {
+    async fn perform(&self, _: &JobContext) -> Result<(), JobError> {
+        Ok(())
+    }
+}
+
+#[derive(Serialize, Deserialize, Job)]
+#[job(kind = "metrics.failing", queue = "metrics-q", max_attempts = 2, backoff = fixed("10ms"))]
+struct Failing;
+
+impl Perform for Failing {
+    async fn perform(&self, _: &JobContext) -> Result<(), JobError> {
+        Err("always".into())
+    }
+}
+
+/// Counters (summed over snapshots) and gauges (the latest) by name and sorted
+/// labels; histogram sample counts.
+#[derive(Default)]
+struct Seen {
+    values: HashMap<String, f64>,
+    samples: HashMap<String, usize>,
+}
+
+impl Seen {
+    fn take(&mut self, snapshotter: &Snapshotter) {
+        for (key, _, _, value) in snapshotter.snapshot().into_vec() {
+            let key = key.key();
+            let mut labels: Vec<String> = key
+                .labels()
+                .map(|l| format!("{}={}", l.key(), l.value()))
+                .collect();
+            labels.sort();
+            let name = format!("{}{{{}}}", key.name(), labels.join(","));
+            match value {
+                // A snapshot gives what a counter gained since the last one.
+                DebugValue::Counter(n) => *self.values.entry(name).or_default() += n as f64,
+                DebugValue::Gauge(g) => {
+                    self.values.insert(name, g.into_inner());
+                }
+                DebugValue::Histogram(h) => *self.samples.entry(name).or_default() += h.len(),
+            }
+        }
+    }
+
+    fn value(&self, name: &str) -> f64 {
+        self.values.get(name).copied().unwrap_or_else(|| {
+            let mut known: Vec<_> = self.values.keys().collect();
+            known.sort();
+            panic!("no metric {name}; have {known:#?}")
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runtime_reports_its_jobs_by_queue_kind_and_outcome() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    recorder.install().unwrap();
+    let db = TestDb::new().await;
+    Ok1::enqueue_many(&db.pool, (0..5).map(|n| Ok1 { n }), EnqueueOptions::new())
+        .await
+        .unwrap();
+    Failing.enqueue(&db.pool).await.unwrap();
+    let runtime = Runtime::builder(db.pool.clone())
+        .config(RuntimeConfig {
+            gauge_interval: Duration::from_millis(100),
+            stats_interval: Duration::from_millis(100),
+            ..RuntimeConfig::default()
+        })
+        .queue("metrics-q", 4)
+        .poll_interval(Duration::from_millis(50))
+        .start()
+        .await
+        .unwrap();
+    db.wait_idle(Duration::from_secs(30)).await;
+
+    // The leader's gauges: an idle queue, seen once the gauge duty has run.
+    let mut seen = Seen::default();
+    let idle = "lq_queue_jobs{queue=metrics-q,state=available}";
+    for _ in 0..300 {
+        seen.take(&snapshotter);
+        if seen.values.contains_key(idle) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(seen.value(idle), 0.0);
+    assert_eq!(seen.value("lq_queue_paused{queue=metrics-q}"), 0.0);
+    assert_eq!(seen.value("lq_leader{}"), 1.0);
+    runtime.shutdown().await.unwrap();
+    seen.take(&snapshotter);
+
+    let ok = "kind=metrics.ok";
+    let failing = "kind=metrics.failing";
+    assert_eq!(
+        seen.value(&format!("lq_jobs_enqueued_total{{{ok},queue=metrics-q}}")),
+        5.0
+    );
+    assert_eq!(
+        seen.value(&format!(
+            "lq_jobs_enqueued_total{{{failing},queue=metrics-q}}"
+        )),
+        1.0
+    );
+    let attempts = |kind: &str, outcome: &str| {
+        seen.value(&format!(
+            "lq_job_attempts_total{{{kind},outcome={outcome},queue=metrics-q}}"
+        ))
+    };
+    assert_eq!(attempts(ok, "succeeded"), 5.0);
+    assert_eq!(attempts(failing, "retried"), 1.0);
+    assert_eq!(attempts(failing, "dead"), 1.0);
+    assert_eq!(attempts(ok, "dead"), 0.0);
+    assert_eq!(seen.value("lq_jobs_claimed_total{queue=metrics-q}"), 7.0);
+    assert_eq!(
+        seen.value(&format!("lq_jobs_running{{{ok},queue=metrics-q}}")),
+        0.0
+    );
+    assert_eq!(
+        seen.samples[&format!("lq_job_wait_seconds{{{ok},queue=metrics-q}}")],
+        5
+    );
+    assert_eq!(
+        seen.samples[&format!("lq_job_run_seconds{{{failing},queue=metrics-q}}")],
+        2
+    );
+
+    // The rollup has the same counts, summed per minute, written at the latest
+    // by the shutdown.
+    let minutes = control::stats(&db.pool, Duration::from_secs(600))
+        .await
+        .unwrap();
+    let sum = |kind: &str, f: fn(&control::MinuteStats) -> i64| -> i64 {
+        minutes
+            .iter()
+            .filter(|m| m.kind == kind && m.queue == "metrics-q")
+            .map(f)
+            .sum()
+    };
+    assert_eq!(sum("metrics.ok", |m| m.succeeded), 5);
+    assert_eq!(sum("metrics.ok", |m| m.started), 5);
+    assert_eq!(sum("metrics.failing", |m| m.retried), 1);
+    assert_eq!(sum("metrics.failing", |m| m.dead), 1);
+    let buckets: i64 = minutes.iter().flat_map(|m| m.wait_buckets.iter()).sum();
+    assert_eq!(buckets, 7, "one wait sample per attempt started");
+}
