@@ -35,15 +35,14 @@ async fn main() -> anyhow::Result<()> {
     let addr: SocketAddr = std::env::var("LQ_METRICS_ADDR")
         .unwrap_or_else(|_| "127.0.0.1:9464".into())
         .parse()?;
-    // Durations as Prometheus histograms (buckets), so dashboards can take
+    // Durations as Prometheus histograms with litequeue's own bucket bounds
+    // (the job histograms are recorded per bucket), so dashboards can take
     // quantiles across runtimes; the batch sizes stay summaries.
     PrometheusBuilder::new()
         .with_http_listener(addr)
         .set_buckets_for_metric(
             Matcher::Suffix("_seconds".into()),
-            &[
-                0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0,
-            ],
+            &lq_runtime::control::WAIT_BUCKET_BOUNDS,
         )?
         .install()?;
     let pool = lq_examples::fresh_database("lq_example_prometheus").await?;

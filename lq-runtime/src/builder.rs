@@ -257,6 +257,9 @@ impl RuntimeBuilder {
             kinds,
             lease_secs,
             tallies,
+            rollup_written: Default::default(),
+            #[cfg(feature = "metrics")]
+            metrics_published: Default::default(),
             registry,
             state: self.state,
             stats: Arc::new(Stats::default()),

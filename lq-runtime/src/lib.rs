@@ -17,6 +17,12 @@
 //!
 //! sqlx must be 0.8: its `PgPool` and `Transaction` appear in this API.
 //!
+//! Features, all off by default: `metrics` (counters, histograms and the
+//! leader's queue gauges through the [`metrics`](https://docs.rs/metrics)
+//! facade), `otel` (the enqueuing span's trace context carried to each
+//! attempt's `lq.job` span, through `tracing-opentelemetry`), `testing` (the
+//! `testing` module, for tests of code that enqueues and performs).
+//!
 //! ## Quick start
 //!
 //! ```no_run
@@ -130,6 +136,8 @@ mod listener;
 mod preflight;
 mod producer;
 mod pruner;
+#[cfg(feature = "metrics")]
+mod publisher;
 mod rescuer;
 mod rollup;
 mod runtime;

@@ -61,6 +61,8 @@ impl Runtime {
         services.spawn(crate::rollup::run(shared.clone()));
         #[cfg(feature = "metrics")]
         services.spawn(crate::gauges::run(shared.clone()));
+        #[cfg(feature = "metrics")]
+        services.spawn(crate::publisher::run(shared.clone()));
         if let Some(grace) = shared.config.unknown_kind_grace {
             services.spawn(unknown_kinds::run(shared.clone(), grace));
         }
@@ -153,6 +155,8 @@ impl Runtime {
             heartbeat_stop.cancel();
             join("heartbeat", heartbeat).await?;
             crate::rollup::flush(&shared).await;
+            #[cfg(feature = "metrics")]
+            crate::publisher::publish(&shared);
             tokio::join!(
                 shared.pool.close(),
                 shared.hot_pool.close(),

@@ -13,7 +13,7 @@ use lq_core::{
     cron::{fire_due, FireReport, Schedule},
     db, CatchUp, JobDescriptor,
 };
-use tracing::{debug, info, warn};
+use tracing::{debug, info, warn, Instrument};
 
 use crate::shared::Shared;
 
@@ -119,7 +119,10 @@ pub(crate) async fn run(shared: Arc<Shared>, jobs: Vec<CronJob>) {
             if !shared.leadership.fires_cron(job.desc.kind) {
                 continue;
             }
-            match pass(&shared, job).await {
+            match pass(&shared, job)
+                .instrument(crate::telemetry::duty_span("cron"))
+                .await
+            {
                 Ok(rep) if rep.busy => wait = wait.min(BUSY_WAIT),
                 Ok(rep) => {
                     if let Some(stored) = rep.rewound_from {

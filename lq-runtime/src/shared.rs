@@ -43,6 +43,11 @@ pub(crate) struct Shared {
     /// Counts per served queue and runnable kind: the rollup's source, and the
     /// per-job metrics' handles.
     pub tallies: crate::tally::Tallies,
+    /// What the rollup has written of the tallies.
+    pub rollup_written: crate::rollup::Written,
+    /// What the metrics publisher has published of the tallies.
+    #[cfg(feature = "metrics")]
+    pub metrics_published: std::sync::Mutex<crate::publisher::Published>,
     /// Sends successes to the batching completer.
     pub completions: tokio::sync::mpsc::Sender<crate::completer::Completion>,
 }

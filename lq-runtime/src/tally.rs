@@ -1,7 +1,9 @@
-//! Per queue and kind counts of what this runtime did, kept in atomics built
-//! once at start (no lock on the job path): the source of the per-minute rollup
-//! (`lq.stats_minute`, see [`crate::rollup`]) and, under the `metrics` feature,
-//! of the per-job metrics, whose handles are registered here once.
+//! Per queue and kind counts of what this runtime did, in atomics built once at
+//! start: the job path only adds to them (relaxed, no lock, no allocation).
+//! Every count only grows; each reader keeps the counts it last used and takes
+//! the difference: the per-minute rollup ([`crate::rollup`]) and, under the
+//! `metrics` feature, the metrics publisher ([`crate::publisher`]), so neither
+//! the facade's registry nor its histograms are touched per job.
 
 use std::{
     collections::HashMap,
@@ -32,7 +34,24 @@ pub(crate) enum Recorded {
     Released,
 }
 
+/// How many kinds of [`Recorded`] there are.
+pub(crate) const OUTCOMES: usize = 9;
+
 impl Recorded {
+    /// Every outcome, in declaration order (its index in the counts).
+    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+    pub(crate) const ALL: [Recorded; OUTCOMES] = [
+        Recorded::Succeeded,
+        Recorded::Retried,
+        Recorded::TimedOut,
+        Recorded::Panicked,
+        Recorded::Snoozed,
+        Recorded::Dead,
+        Recorded::Cancelled,
+        Recorded::LeaseLost,
+        Recorded::Released,
+    ];
+
     /// The `outcome` label of `lq_job_attempts_total`.
     pub(crate) const fn label(self) -> &'static str {
         match self {
@@ -49,61 +68,43 @@ impl Recorded {
     }
 }
 
-/// Counts of one queue and kind since the last flush.
-pub(crate) struct Tally {
-    outcomes: [AtomicU64; 9],
-    started: AtomicU64,
-    wait_micros: AtomicU64,
-    run_micros: AtomicU64,
-    wait_buckets: [AtomicU64; WAIT_BUCKETS],
-    #[cfg(feature = "metrics")]
-    metrics: crate::telemetry::JobMetrics,
+/// The counts of one queue and kind since start, read at one moment.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct Counts {
+    pub outcomes: [u64; OUTCOMES],
+    pub started: u64,
+    pub returned: u64,
+    pub wait_micros: u64,
+    pub run_micros: u64,
+    pub wait_buckets: [u64; WAIT_BUCKETS],
+    pub run_buckets: [u64; WAIT_BUCKETS],
 }
 
-impl Tally {
-    #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
-    fn new(queue: &str, kind: &'static str) -> Self {
-        Self {
-            outcomes: Default::default(),
-            started: AtomicU64::new(0),
-            wait_micros: AtomicU64::new(0),
-            run_micros: AtomicU64::new(0),
-            wait_buckets: Default::default(),
-            #[cfg(feature = "metrics")]
-            metrics: crate::telemetry::JobMetrics::new(queue, kind),
+impl Counts {
+    /// What grew from `before` to `self`.
+    pub(crate) fn since(&self, before: &Counts) -> Counts {
+        let sub = |a: u64, b: u64| a.saturating_sub(b);
+        let mut d = Counts {
+            started: sub(self.started, before.started),
+            returned: sub(self.returned, before.returned),
+            wait_micros: sub(self.wait_micros, before.wait_micros),
+            run_micros: sub(self.run_micros, before.run_micros),
+            ..Counts::default()
+        };
+        for i in 0..OUTCOMES {
+            d.outcomes[i] = sub(self.outcomes[i], before.outcomes[i]);
         }
+        for i in 0..WAIT_BUCKETS {
+            d.wait_buckets[i] = sub(self.wait_buckets[i], before.wait_buckets[i]);
+            d.run_buckets[i] = sub(self.run_buckets[i], before.run_buckets[i]);
+        }
+        d
     }
 
-    /// A handler started, `wait_secs` after its job was due.
-    pub(crate) fn started(&self, wait_secs: f64) {
-        let wait_secs = wait_secs.max(0.0);
-        self.started.fetch_add(1, Relaxed);
-        self.wait_micros
-            .fetch_add((wait_secs * 1e6) as u64, Relaxed);
-        self.wait_buckets[wait_bucket(wait_secs)].fetch_add(1, Relaxed);
-        #[cfg(feature = "metrics")]
-        self.metrics.started(wait_secs);
-    }
-
-    /// The handler started by [`Tally::started`] returned after `run_secs`.
-    pub(crate) fn returned(&self, run_secs: f64) {
-        self.run_micros
-            .fetch_add((run_secs.max(0.0) * 1e6) as u64, Relaxed);
-        #[cfg(feature = "metrics")]
-        self.metrics.returned(run_secs);
-    }
-
-    /// An attempt's outcome was written (or found its lease gone).
-    pub(crate) fn finished(&self, outcome: Recorded) {
-        self.outcomes[outcome as usize].fetch_add(1, Relaxed);
-        #[cfg(feature = "metrics")]
-        self.metrics.finished(outcome);
-    }
-
-    /// Takes the counts since the last call, as a row to add to the rollup.
-    fn take(&self, queue: &str, kind: &str) -> Option<StatsDelta> {
-        let out = |r: Recorded| self.outcomes[r as usize].swap(0, Relaxed) as i64;
-        let mut delta = StatsDelta {
+    /// This difference as a row to add to the rollup; `None` when nothing happened.
+    pub(crate) fn to_rollup(self, queue: &str, kind: &str) -> Option<StatsDelta> {
+        let out = |r: Recorded| self.outcomes[r as usize] as i64;
+        let delta = StatsDelta {
             queue: queue.to_owned(),
             kind: kind.to_owned(),
             succeeded: out(Recorded::Succeeded),
@@ -111,16 +112,12 @@ impl Tally {
             snoozed: out(Recorded::Snoozed),
             dead: out(Recorded::Dead),
             cancelled: out(Recorded::Cancelled),
-            started: self.started.swap(0, Relaxed) as i64,
-            wait_seconds: self.wait_micros.swap(0, Relaxed) as f64 / 1e6,
-            run_seconds: self.run_micros.swap(0, Relaxed) as f64 / 1e6,
-            wait_buckets: [0; WAIT_BUCKETS],
+            started: self.started as i64,
+            wait_seconds: self.wait_micros as f64 / 1e6,
+            run_seconds: self.run_micros as f64 / 1e6,
+            wait_buckets: self.wait_buckets.map(|n| n as i64),
         };
-        for (b, n) in delta.wait_buckets.iter_mut().zip(&self.wait_buckets) {
-            *b = n.swap(0, Relaxed) as i64;
-        }
         // Lease losses and hand-backs are not outcomes of the job: not rolled up.
-        let _ = (out(Recorded::LeaseLost), out(Recorded::Released));
         let empty = delta.succeeded
             + delta.retried
             + delta.snoozed
@@ -130,23 +127,66 @@ impl Tally {
             == 0;
         (!empty).then_some(delta)
     }
+}
 
-    /// Adds back a row that could not be written, to go with the next flush.
-    fn restore(&self, d: &StatsDelta) {
-        let add = |r: Recorded, n: i64| self.outcomes[r as usize].fetch_add(n as u64, Relaxed);
-        add(Recorded::Succeeded, d.succeeded);
-        add(Recorded::Retried, d.retried);
-        add(Recorded::Snoozed, d.snoozed);
-        add(Recorded::Dead, d.dead);
-        add(Recorded::Cancelled, d.cancelled);
-        self.started.fetch_add(d.started as u64, Relaxed);
+/// The counts of one queue and kind.
+#[derive(Default)]
+pub(crate) struct Tally {
+    outcomes: [AtomicU64; OUTCOMES],
+    started: AtomicU64,
+    returned: AtomicU64,
+    wait_micros: AtomicU64,
+    run_micros: AtomicU64,
+    wait_buckets: [AtomicU64; WAIT_BUCKETS],
+    /// Only the metrics' run-time histogram uses these.
+    #[cfg(feature = "metrics")]
+    run_buckets: [AtomicU64; WAIT_BUCKETS],
+}
+
+impl Tally {
+    /// A handler started, `wait_secs` after its job was due.
+    pub(crate) fn started(&self, wait_secs: f64) {
+        let wait_secs = wait_secs.max(0.0);
+        self.started.fetch_add(1, Relaxed);
         self.wait_micros
-            .fetch_add((d.wait_seconds * 1e6) as u64, Relaxed);
-        self.run_micros
-            .fetch_add((d.run_seconds * 1e6) as u64, Relaxed);
-        for (b, n) in self.wait_buckets.iter().zip(d.wait_buckets) {
-            b.fetch_add(n as u64, Relaxed);
+            .fetch_add((wait_secs * 1e6) as u64, Relaxed);
+        self.wait_buckets[wait_bucket(wait_secs)].fetch_add(1, Relaxed);
+    }
+
+    /// The handler started by [`Tally::started`] returned after `run_secs`.
+    pub(crate) fn returned(&self, run_secs: f64) {
+        let run_secs = run_secs.max(0.0);
+        self.returned.fetch_add(1, Relaxed);
+        self.run_micros.fetch_add((run_secs * 1e6) as u64, Relaxed);
+        #[cfg(feature = "metrics")]
+        self.run_buckets[wait_bucket(run_secs)].fetch_add(1, Relaxed);
+    }
+
+    /// An attempt's outcome was written (or found its lease gone).
+    pub(crate) fn finished(&self, outcome: Recorded) {
+        self.outcomes[outcome as usize].fetch_add(1, Relaxed);
+    }
+
+    /// Every count, now.
+    pub(crate) fn read(&self) -> Counts {
+        let mut c = Counts {
+            started: self.started.load(Relaxed),
+            returned: self.returned.load(Relaxed),
+            wait_micros: self.wait_micros.load(Relaxed),
+            run_micros: self.run_micros.load(Relaxed),
+            ..Counts::default()
+        };
+        for (n, a) in c.outcomes.iter_mut().zip(&self.outcomes) {
+            *n = a.load(Relaxed);
         }
+        for (n, a) in c.wait_buckets.iter_mut().zip(&self.wait_buckets) {
+            *n = a.load(Relaxed);
+        }
+        #[cfg(feature = "metrics")]
+        for (n, a) in c.run_buckets.iter_mut().zip(&self.run_buckets) {
+            *n = a.load(Relaxed);
+        }
+        c
     }
 }
 
@@ -161,7 +201,7 @@ impl Tallies {
     pub(crate) fn new<'a>(queues: impl Iterator<Item = &'a str>, kinds: &[&'static str]) -> Self {
         let by_queue = queues
             .map(|q| {
-                let per_kind = kinds.iter().map(|k| (*k, Tally::new(q, k))).collect();
+                let per_kind = kinds.iter().map(|k| (*k, Tally::default())).collect();
                 (q.to_owned(), per_kind)
             })
             .collect();
@@ -173,21 +213,35 @@ impl Tallies {
         self.by_queue.get(queue)?.get(kind)
     }
 
-    /// Takes every non-empty tally as a rollup row.
-    pub(crate) fn take(&self) -> Vec<StatsDelta> {
+    /// Every tally with its queue and kind.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&str, &'static str, &Tally)> {
         self.by_queue
             .iter()
-            .flat_map(|(q, kinds)| kinds.iter().filter_map(|(k, t)| t.take(q, k)))
+            .flat_map(|(q, kinds)| kinds.iter().map(move |(k, t)| (q.as_str(), *k, t)))
+    }
+}
+
+/// What a reader saw last of each tally, to take differences against.
+#[derive(Default)]
+pub(crate) struct LastSeen(HashMap<(String, &'static str), Counts>);
+
+impl LastSeen {
+    /// For each tally, what grew since the last [`LastSeen::advance`], and the
+    /// counts now (to pass to `advance` once the difference is used).
+    pub(crate) fn growth(&self, tallies: &Tallies) -> Vec<(String, &'static str, Counts, Counts)> {
+        tallies
+            .iter()
+            .map(|(q, k, t)| {
+                let now = t.read();
+                let before = self.0.get(&(q.to_owned(), k)).copied().unwrap_or_default();
+                (q.to_owned(), k, now.since(&before), now)
+            })
             .collect()
     }
 
-    /// Adds back rows that could not be written.
-    pub(crate) fn restore(&self, deltas: &[StatsDelta]) {
-        for d in deltas {
-            if let Some(t) = self.get(&d.queue, &d.kind) {
-                t.restore(d);
-            }
-        }
+    /// Records `now` as seen for `queue` and `kind`.
+    pub(crate) fn advance(&mut self, queue: String, kind: &'static str, now: Counts) {
+        self.0.insert((queue, kind), now);
     }
 }
 
@@ -199,7 +253,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_take_empties_the_tally_and_a_restore_puts_it_back() {
+    fn a_reader_sees_growth_once_and_again_until_it_advances() {
         let tallies = Tallies::new(["q"].into_iter(), &["k"]);
         let t = tallies.get("q", "k").unwrap();
         t.started(0.002);
@@ -209,15 +263,22 @@ mod tests {
         t.finished(Recorded::Succeeded);
         t.finished(Recorded::TimedOut);
         t.finished(Recorded::LeaseLost);
-        let rows = tallies.take();
-        assert_eq!(rows.len(), 1);
-        let r = &rows[0];
-        assert_eq!((r.succeeded, r.retried, r.started), (1, 1, 2));
-        assert_eq!((r.wait_buckets[1], r.wait_buckets[14]), (1, 1));
-        assert!((r.run_seconds - 1.5).abs() < 1e-6);
-        assert!(tallies.take().is_empty(), "taken once");
-        tallies.restore(&rows);
-        assert_eq!(tallies.take(), rows);
+        let mut seen = LastSeen::default();
+        let grown = seen.growth(&tallies);
+        let (_, _, delta, now) = grown[0].clone();
+        let row = delta.to_rollup("q", "k").unwrap();
+        assert_eq!((row.succeeded, row.retried, row.started), (1, 1, 2));
+        assert_eq!((row.wait_buckets[1], row.wait_buckets[14]), (1, 1));
+        assert!((row.run_seconds - 1.5).abs() < 1e-6);
+        // Not advanced (the write failed): the same growth is seen again.
+        assert_eq!(seen.growth(&tallies)[0].2, delta);
+        seen.advance("q".into(), "k", now);
+        assert!(seen.growth(&tallies)[0].2.to_rollup("q", "k").is_none());
+        t.finished(Recorded::Dead);
+        assert_eq!(
+            seen.growth(&tallies)[0].2.to_rollup("q", "k").unwrap().dead,
+            1
+        );
         assert!(tallies.get("q", "other").is_none());
     }
 }

@@ -91,6 +91,7 @@ pub(crate) fn duty_span(name: &'static str) -> Span {
         "cron" => tracing::debug_span!("lq.cron"),
         "bury" => tracing::debug_span!("lq.bury"),
         "rollup" => tracing::debug_span!("lq.rollup"),
+        "gauges" => tracing::debug_span!("lq.gauges"),
         _ => tracing::debug_span!("lq.duty", lq.duty = name),
     }
 }
@@ -150,51 +151,4 @@ pub(crate) fn leader(leads: bool) {
     metrics::gauge!("lq_leader").set(if leads { 1.0 } else { 0.0 });
     #[cfg(not(feature = "metrics"))]
     let _ = leads;
-}
-
-/// The per-job metric handles of one queue and kind, registered once.
-#[cfg(feature = "metrics")]
-pub(crate) struct JobMetrics {
-    attempts: [metrics::Counter; 9],
-    running: metrics::Gauge,
-    wait: metrics::Histogram,
-    run: metrics::Histogram,
-}
-
-#[cfg(feature = "metrics")]
-impl JobMetrics {
-    pub(crate) fn new(queue: &str, kind: &'static str) -> Self {
-        use crate::tally::Recorded::*;
-        let labels = |o: crate::tally::Recorded| {
-            [
-                ("queue", queue.to_owned()),
-                ("kind", kind.to_owned()),
-                ("outcome", o.label().to_owned()),
-            ]
-        };
-        let attempts = [
-            Succeeded, Retried, TimedOut, Panicked, Snoozed, Dead, Cancelled, LeaseLost, Released,
-        ]
-        .map(|o| metrics::counter!("lq_job_attempts_total", &labels(o)));
-        Self {
-            attempts,
-            running: metrics::gauge!("lq_jobs_running", "queue" => queue.to_owned(), "kind" => kind),
-            wait: metrics::histogram!("lq_job_wait_seconds", "queue" => queue.to_owned(), "kind" => kind),
-            run: metrics::histogram!("lq_job_run_seconds", "queue" => queue.to_owned(), "kind" => kind),
-        }
-    }
-
-    pub(crate) fn started(&self, wait_secs: f64) {
-        self.running.increment(1.0);
-        self.wait.record(wait_secs);
-    }
-
-    pub(crate) fn returned(&self, run_secs: f64) {
-        self.running.decrement(1.0);
-        self.run.record(run_secs);
-    }
-
-    pub(crate) fn finished(&self, outcome: crate::tally::Recorded) {
-        self.attempts[outcome as usize].increment(1);
-    }
 }

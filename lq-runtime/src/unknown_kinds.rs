@@ -7,7 +7,7 @@
 use std::{sync::Arc, time::Duration};
 
 use lq_core::{chain, db};
-use tracing::warn;
+use tracing::{warn, Instrument};
 
 use crate::shared::Shared;
 
@@ -25,6 +25,7 @@ pub(crate) async fn run(shared: Arc<Shared>, grace: Duration) {
             .with_conn("job_bury_unknown_kinds", |mut conn| async move {
                 db::maintenance::job_bury_unknown_kinds(&mut conn, grace.as_secs_f64(), 1000).await
             })
+            .instrument(crate::telemetry::duty_span("bury"))
             .await;
         match r {
             Ok(ids) if !ids.is_empty() => {

@@ -18,7 +18,7 @@ use lq_core::{
     chain, db,
     db::maintenance::{JobTable, JobTableStats},
 };
-use tracing::{debug, info, warn};
+use tracing::{debug, info, warn, Instrument};
 
 use crate::shared::Shared;
 
@@ -73,7 +73,9 @@ pub(crate) async fn run(shared: Arc<Shared>) {
             continue;
         }
         for (table, warned) in JobTable::ALL.into_iter().zip(&mut warned) {
-            tend(&shared, table, warned).await;
+            tend(&shared, table, warned)
+                .instrument(crate::telemetry::duty_span("vacuum"))
+                .await;
         }
     }
 }
