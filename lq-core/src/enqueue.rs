@@ -53,6 +53,8 @@ pub struct EnqueueOptions {
     max_attempts: Option<u32>,
     notify: Option<bool>,
     meta: serde_json::Map<String, serde_json::Value>,
+    /// Set when a `meta` value did not serialise; the enqueue then fails.
+    meta_unserialisable: Option<String>,
 }
 
 impl EnqueueOptions {
@@ -103,9 +105,17 @@ impl EnqueueOptions {
     /// let opts = EnqueueOptions::new().meta("tenant", "acme").meta("tags", ["vip"]);
     /// # let _ = opts;
     /// ```
+    ///
+    /// A value that does not serialise to JSON makes the enqueue fail with
+    /// [`Error::InvalidMeta`], writing nothing.
     pub fn meta(mut self, key: impl Into<String>, value: impl serde::Serialize) -> Self {
-        let value = serde_json::to_value(value).unwrap_or(serde_json::Value::Null);
-        self.meta.insert(key.into(), value);
+        let key = key.into();
+        match serde_json::to_value(value) {
+            Ok(value) => {
+                self.meta.insert(key, value);
+            }
+            Err(_) => self.meta_unserialisable = Some(key),
+        }
         self
     }
 
@@ -211,6 +221,12 @@ pub const MAX_META_BYTES: usize = 64 * 1024;
 /// The metadata's JSON text: the caller's keys, then the trace context of the
 /// current span (under the `otel` feature); `None` when there is nothing.
 fn meta_of<J: Job>(opts: &EnqueueOptions) -> Result<Option<String>, Error> {
+    if opts.meta_unserialisable.is_some() {
+        return Err(Error::InvalidMeta {
+            kind: J::KIND,
+            reason: "has a value that does not serialise to JSON",
+        });
+    }
     let mut meta = opts.meta.clone();
     crate::telemetry::inject_trace_context(&mut meta);
     if meta.is_empty() {

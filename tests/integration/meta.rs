@@ -79,6 +79,44 @@ async fn metadata_reaches_the_handler_and_the_filters() {
     assert_eq!(row.errors[0].error, "permanent: metadata tenant None");
 }
 
+/// One live job per order.
+#[derive(Serialize, Deserialize, Job)]
+#[job(
+    kind = "test.meta_unique",
+    queue = "meta-q",
+    unique_key = "order:{order}"
+)]
+struct PerOrder {
+    order: i64,
+}
+
+impl Perform for PerOrder {
+    async fn perform(&self, _: &JobContext) -> Result<(), JobError> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn unique_jobs_take_metadata_alone_and_in_bulk() {
+    let db = TestDb::new().await;
+    let opts = EnqueueOptions::new().meta("tenant", "acme");
+    let first = PerOrder { order: 1 }
+        .enqueue_with(&db.pool, opts.clone())
+        .await
+        .unwrap();
+    let again = PerOrder { order: 1 }
+        .enqueue_with(&db.pool, opts.clone())
+        .await
+        .unwrap();
+    assert_eq!((again.id, again.existing), (first.id, true));
+    let bulk = PerOrder::enqueue_many(&db.pool, (1..4).map(|order| PerOrder { order }), opts)
+        .await
+        .unwrap();
+    assert_eq!((bulk.ids.len(), bulk.skipped), (2, 1));
+    let acme = JobFilter::new().meta_contains(serde_json::json!({"tenant": "acme"}));
+    assert_eq!(control::list(&db.pool, &acme, 10).await.unwrap().len(), 3);
+}
+
 #[tokio::test]
 async fn bad_metadata_is_a_typed_error_and_writes_nothing() {
     let db = TestDb::new().await;
@@ -102,6 +140,13 @@ async fn bad_metadata_is_a_typed_error_and_writes_nothing() {
     let huge = EnqueueOptions::new().meta("blob", "x".repeat(lq_runtime::MAX_META_BYTES));
     let e = job().enqueue_with(&db.pool, huge).await.unwrap_err();
     assert!(e.to_string().contains("64 KiB"), "{e}");
+    // A map with non-string keys has no JSON form.
+    let keys = std::collections::HashMap::from([((1, 2), "pair key")]);
+    let e = job()
+        .enqueue_with(&db.pool, EnqueueOptions::new().meta("bad", keys))
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("does not serialise"), "{e}");
     assert_eq!(db.count("queued").await, 0);
 }
 
