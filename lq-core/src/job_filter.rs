@@ -34,6 +34,9 @@ pub struct JobFilter {
     pub queues: Vec<String>,
     /// Any of these kinds (empty: any kind).
     pub kinds: Vec<String>,
+    /// Any of these ids (empty: any id): a selection of jobs, for a bulk action
+    /// on exactly the jobs an operator picked.
+    pub ids: Vec<i64>,
     /// Ids at least this.
     pub min_id: Option<i64>,
     /// Ids at most this.
@@ -73,6 +76,24 @@ impl JobFilter {
     /// Also matches jobs of `kind` (kinds accumulate).
     pub fn kind(mut self, kind: impl Into<String>) -> Self {
         self.kinds.push(kind.into());
+        self
+    }
+
+    /// Also matches job `id` (ids accumulate): a bulk action on a selection
+    /// acts on exactly these jobs, each refusal reported as for any filter.
+    ///
+    /// ```no_run
+    /// use lq_core::{control, JobFilter};
+    /// # async fn f(pool: sqlx::PgPool) -> Result<(), lq_core::Error> {
+    /// let picked = [17, 42, 99].into_iter().fold(JobFilter::new(), JobFilter::id);
+    /// let report = control::retry_matching(&pool, &picked, None).await?;
+    /// for (id, why) in &report.refused {
+    ///     println!("{id}: {why}");
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn id(mut self, id: i64) -> Self {
+        self.ids.push(id);
         self
     }
 
@@ -161,8 +182,11 @@ mod tests {
             .queue("a")
             .queue("b")
             .kind("k")
-            .id_range(1, 9);
+            .id_range(1, 9)
+            .id(3)
+            .id(5);
         assert_eq!(f.queues, ["a", "b"]);
+        assert_eq!(f.ids, [3, 5]);
         assert_eq!(f.kinds, ["k"]);
         assert_eq!((f.min_id, f.max_id), (Some(1), Some(9)));
     }

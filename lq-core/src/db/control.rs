@@ -162,6 +162,11 @@ fn push_where(q: &mut QueryBuilder<'_, Postgres>, filter: &JobFilter) {
             .push_bind(filter.kinds.clone())
             .push(")");
     }
+    if !filter.ids.is_empty() {
+        q.push(" and id = any(")
+            .push_bind(filter.ids.clone())
+            .push(")");
+    }
     if let Some(id) = filter.min_id {
         q.push(" and id >= ").push_bind(id);
     }
