@@ -1,0 +1,133 @@
+//! The single actions: retry, cancel or delete one job; pause or resume one
+//! queue. The guard has already checked access, Origin and CSRF; each action is
+//! audit-logged, and a refusal is shown as a page (409, 404), never a 500.
+
+use std::sync::Arc;
+
+use axum::{
+    extract::{Path, State},
+    http::{header, StatusCode},
+    response::{IntoResponse, Response},
+    Extension,
+};
+use lq_core::{control, JobFilter};
+
+use crate::{context::Ctx, error::PageError, guard::FormBody, params, Shared};
+
+/// `POST /jobs/{id}/{retry|cancel|delete}`.
+pub(crate) async fn job(
+    ctx: Ctx,
+    State(sh): State<Arc<Shared>>,
+    Path((id, action)): Path<(String, String)>,
+) -> Response {
+    let id = match params::parse_id("the job id", &id) {
+        Ok(id) => id,
+        Err(e) => return ctx.error(PageError::bad_request(e.to_string())),
+    };
+    let result = match action.as_str() {
+        "retry" => control::retry_now(&sh.pool, id).await.map(|()| "retried"),
+        "cancel" => control::cancel(&sh.pool, id).await.map(|_| "cancelled"),
+        "delete" => delete(&sh, id).await.map(|()| "deleted"),
+        other => {
+            return ctx.error(PageError::not_found(format!(
+                "there is no action {other:?}: use retry, cancel or delete"
+            )))
+        }
+    };
+    audit(&ctx, &action, &format!("job {id}"), &result);
+    match result {
+        Ok("deleted") => see_other(&ctx.url(&format!("/jobs?done=deleted&job={id}"))),
+        Ok(done) => see_other(&ctx.url(&format!("/jobs/{id}?done={done}"))),
+        Err(e) => refused(&ctx, id, e),
+    }
+}
+
+/// Deletes one job through the bulk call (the one place deletes are written),
+/// turning its per-job refusal into the error.
+async fn delete(sh: &Shared, id: i64) -> Result<(), lq_core::Error> {
+    let mut report = control::delete_matching(&sh.pool, &JobFilter::new().id(id), None).await?;
+    if report.done.contains(&id) {
+        return Ok(());
+    }
+    match report.refused.pop() {
+        Some((_, why)) => Err(why),
+        None => Err(lq_core::Error::NotFound { id }),
+    }
+}
+
+/// A refused job action, with the reason and a link back to the job.
+fn refused(ctx: &Ctx, id: i64, e: lq_core::Error) -> Response {
+    let page = PageError::from(e);
+    let title = page.status.canonical_reason().unwrap_or("Refused");
+    let body = maud::html! {
+        h1 { (title) }
+        p.error-message role="alert" { (page.message) }
+        p { a href=(ctx.url(&format!("/jobs/{id}"))) { "Back to job " (id) } }
+    };
+    ctx.page_with(page.status, title, body)
+}
+
+/// `POST /queues/{name}/{pause|resume}`.
+pub(crate) async fn queue(
+    ctx: Ctx,
+    State(sh): State<Arc<Shared>>,
+    Path((name, action)): Path<(String, String)>,
+    Extension(FormBody(form)): Extension<FormBody>,
+) -> Response {
+    let by = format!("lq-web: {}", ctx.user.as_deref().unwrap_or("dashboard"));
+    let result = match action.as_str() {
+        "pause" => control::pause_queue(&sh.pool, &name, &by).await,
+        "resume" => control::resume_queue(&sh.pool, &name).await,
+        other => {
+            return ctx.error(PageError::not_found(format!(
+                "there is no action {other:?}: use pause or resume"
+            )))
+        }
+    };
+    audit(&ctx, &action, &format!("queue {name}"), &result);
+    let back = match form.get("back") {
+        Some("overview") => "/",
+        _ => "/queues",
+    };
+    match result {
+        Ok(changed) => {
+            let done = if changed {
+                action.as_str()
+            } else {
+                "unchanged"
+            };
+            let q = form_urlencoded::Serializer::new(String::new())
+                .append_pair("done", done)
+                .append_pair("queue", &name)
+                .finish();
+            see_other(&format!("{}?{q}", ctx.url(back)))
+        }
+        Err(e) => ctx.error(e.into()),
+    }
+}
+
+/// Logs an action on `target` and its outcome to `lq_web::audit`.
+pub(crate) fn audit<T>(ctx: &Ctx, action: &str, target: &str, result: &Result<T, lq_core::Error>) {
+    let outcome = match result {
+        Ok(_) => "done".to_owned(),
+        Err(e) => format!("refused: {}", lq_core::chain(e)),
+    };
+    tracing::info!(
+        target: "lq_web::audit",
+        action,
+        target,
+        user = ctx.user.as_deref().unwrap_or("-"),
+        access = ctx.access.as_str(),
+        outcome,
+        "dashboard action"
+    );
+}
+
+/// 303 See Other to `location`.
+pub(crate) fn see_other(location: &str) -> Response {
+    (
+        StatusCode::SEE_OTHER,
+        [(header::LOCATION, location.to_owned())],
+    )
+        .into_response()
+}

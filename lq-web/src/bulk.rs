@@ -1,0 +1,223 @@
+//! `POST /jobs/bulk`: retry, cancel or delete the selected jobs, or every job
+//! a filter matches. For a filter the server counts first and asks for a
+//! confirmation naming the number; the confirmed action acts on at most that
+//! many, among the jobs that existed when it was counted (ids up to the newest
+//! counted), and lists each job it refused with the reason.
+
+use std::sync::Arc;
+
+use axum::{extract::State, response::Response, Extension};
+use lq_core::{
+    control::{self, BulkReport},
+    JobFilter,
+};
+use maud::{html, Markup};
+
+use crate::{
+    actions::audit,
+    context::Ctx,
+    error::PageError,
+    guard::FormBody,
+    layout,
+    params::{self, Filter, Pairs},
+    Shared,
+};
+
+/// Most jobs one selection may name.
+const MAX_SELECTED: usize = 1000;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Action {
+    Retry,
+    Cancel,
+    Delete,
+}
+
+impl Action {
+    fn parse(s: Option<&str>) -> Result<Self, PageError> {
+        match s {
+            Some("retry") => Ok(Self::Retry),
+            Some("cancel") => Ok(Self::Cancel),
+            Some("delete") => Ok(Self::Delete),
+            other => Err(PageError::bad_request(format!(
+                "unknown bulk action {:?}: use retry, cancel or delete",
+                other.unwrap_or("")
+            ))),
+        }
+    }
+
+    fn verb(self) -> &'static str {
+        match self {
+            Self::Retry => "retry",
+            Self::Cancel => "cancel",
+            Self::Delete => "delete",
+        }
+    }
+
+    fn past(self) -> &'static str {
+        match self {
+            Self::Retry => "Retried",
+            Self::Cancel => "Cancelled",
+            Self::Delete => "Deleted",
+        }
+    }
+
+    async fn run(
+        self,
+        sh: &Shared,
+        filter: &JobFilter,
+        limit: Option<u64>,
+    ) -> Result<BulkReport, lq_core::Error> {
+        match self {
+            Self::Retry => control::retry_matching(&sh.pool, filter, limit).await,
+            Self::Cancel => control::cancel_matching(&sh.pool, filter, limit).await,
+            Self::Delete => control::delete_matching(&sh.pool, filter, limit).await,
+        }
+    }
+}
+
+pub(crate) async fn post(
+    ctx: Ctx,
+    State(sh): State<Arc<Shared>>,
+    Extension(FormBody(form)): Extension<FormBody>,
+) -> Response {
+    let result = handle(&ctx, &sh, &form).await;
+    ctx.render("Bulk action", result)
+}
+
+async fn handle(ctx: &Ctx, sh: &Shared, form: &Pairs) -> Result<Markup, PageError> {
+    let action = Action::parse(form.get("action"))?;
+    let bad = |e: params::ParamError| PageError::bad_request(e.to_string());
+    let ids: Vec<i64> = form
+        .all("ids")
+        .map(|v| params::parse_id("ids", v))
+        .collect::<Result<_, _>>()
+        .map_err(bad)?;
+    if !ids.is_empty() {
+        if ids.len() > MAX_SELECTED {
+            return Err(PageError::bad_request(format!(
+                "{} jobs selected: select at most {MAX_SELECTED}, or act on all matching",
+                ids.len()
+            )));
+        }
+        let filter = ids.iter().copied().fold(JobFilter::new(), JobFilter::id);
+        let result = action.run(sh, &filter, None).await;
+        audit(
+            ctx,
+            action.verb(),
+            &format!("{} selected jobs {ids:?}", ids.len()),
+            &result,
+        );
+        return Ok(report(ctx, action, "the selected jobs", &result?));
+    }
+    if form.get("all_matching") != Some("1") {
+        return Err(PageError::bad_request(
+            "no job selected: tick jobs in the list, or act on all matching",
+        ));
+    }
+    let filter = Filter::parse(form).map_err(bad)?;
+    let described = filter.describe();
+    let Some(confirmed) = form.get("confirm") else {
+        return confirmation(ctx, sh, action, &filter).await;
+    };
+    let confirmed = params::parse_count("confirm", confirmed).map_err(bad)?;
+    let upto = form
+        .get("upto")
+        .map(|v| params::parse_id("upto", v))
+        .transpose()
+        .map_err(bad)?
+        .ok_or_else(|| PageError::bad_request("the confirmation lacks upto: count again"))?;
+    let mut pinned = filter.to_job_filter();
+    pinned.max_id = Some(upto);
+    let result = action.run(sh, &pinned, Some(confirmed)).await;
+    audit(
+        ctx,
+        action.verb(),
+        &format!("{confirmed} jobs matching {described} (ids up to {upto})"),
+        &result,
+    );
+    Ok(report(
+        ctx,
+        action,
+        &format!("jobs matching {described}"),
+        &result?,
+    ))
+}
+
+/// Counts what the filter matches now and asks to go ahead with that number.
+async fn confirmation(
+    ctx: &Ctx,
+    sh: &Shared,
+    action: Action,
+    filter: &Filter,
+) -> Result<Markup, PageError> {
+    let job_filter = filter.to_job_filter();
+    let n: u64 = control::count(&sh.pool, &job_filter)
+        .await?
+        .iter()
+        .map(|c| c.count)
+        .sum();
+    let back = format!("{}?{}", ctx.url("/jobs"), filter.query(&[]));
+    let newest = control::list(&sh.pool, &job_filter, 1).await?;
+    let Some(newest) = newest.first() else {
+        return Ok(html! {
+            h1 { "Nothing to " (action.verb()) }
+            p { "No job matches " (filter.describe()) " now." }
+            p { a href=(back) { "Back to the jobs" } }
+        });
+    };
+    let verb = action.verb();
+    let question = format!(
+        "{}{} {} {} matching {}?",
+        verb[..1].to_uppercase(),
+        &verb[1..],
+        layout::count(n),
+        if n == 1 { "job" } else { "jobs" },
+        filter.describe()
+    );
+    Ok(html! {
+        h1 #confirm-question { (question) }
+        p { "Counted just now on the server. Jobs enqueued after the count are left alone." }
+        form.confirm method="post" action=(ctx.url("/jobs/bulk")) {
+            (ctx.csrf_field())
+            input type="hidden" name="action" value=(verb);
+            input type="hidden" name="all_matching" value="1";
+            @for (k, v) in filter.fields() {
+                input type="hidden" name=(k) value=(v);
+            }
+            input type="hidden" name="upto" value=(newest.id);
+            button.danger[action == Action::Delete] type="submit" name="confirm" value=(n) {
+                "Yes, " (verb) " " (layout::count(n)) " jobs"
+            }
+            " "
+            a href=(back) { "No, go back" }
+        }
+    })
+}
+
+/// What a bulk action did: how many it acted on, and each refusal with its reason.
+fn report(ctx: &Ctx, action: Action, what: &str, r: &BulkReport) -> Markup {
+    html! {
+        h1 #bulk-result {
+            (action.past()) " " (layout::count(r.done.len() as u64)) " of "
+            (layout::count(r.matched)) " " (what)
+        }
+        @if r.refused.is_empty() {
+            p { "None refused." }
+        } @else {
+            h2 { (layout::count(r.refused.len() as u64)) " refused" }
+            table.refused {
+                thead { tr { th.num { "job" } th { "reason" } } }
+                tbody {
+                    @for (id, why) in &r.refused {
+                        tr {
+                            td.num { a href=(ctx.url(&format!("/jobs/{id}"))) { (id) } }
+                            td { (lq_core::chain(why)) }
+                        }
+                    }
+                }
+            }
+        }
+        p { a href=(ctx.url("/jobs")) { "Back to the jobs" } }
+    }
+}

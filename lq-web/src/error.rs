@@ -1,0 +1,100 @@
+//! Errors: [`Error`] for starting the standalone server, and the internal
+//! [`PageError`] every handler turns a failure into (a rendered page with a
+//! status, never a blank 500).
+
+use std::net::SocketAddr;
+
+use axum::http::StatusCode;
+use lq_core::sqlx;
+
+/// Why [`crate::serve`] could not start or stopped.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Binding beyond loopback without a token or basic auth would show every
+    /// job to the network.
+    #[error("refusing to serve on {bind} without authentication: bind 127.0.0.1, or set a token (LQ_WEB_TOKEN / --token) or basic auth (--basic user:pass)")]
+    Unprotected {
+        /// The address asked for.
+        bind: SocketAddr,
+    },
+    /// A token or password that is empty would let anyone in.
+    #[error("the {what} is empty: give a non-empty secret")]
+    EmptySecret {
+        /// `"token"` or `"basic auth password"`.
+        what: &'static str,
+    },
+    /// The address could not be bound.
+    #[error("cannot listen on {bind}")]
+    Bind {
+        /// The address asked for.
+        bind: SocketAddr,
+        /// The operating system's error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The server stopped with an I/O error.
+    #[error("the dashboard server failed")]
+    Serve(#[source] std::io::Error),
+}
+
+/// A failure shown as a page: the status and what to tell the operator.
+#[derive(Debug)]
+pub(crate) struct PageError {
+    pub status: StatusCode,
+    pub message: String,
+}
+
+impl PageError {
+    pub fn new(status: StatusCode, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            message: message.into(),
+        }
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, message)
+    }
+
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::FORBIDDEN, message)
+    }
+
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, message)
+    }
+}
+
+impl From<lq_core::Error> for PageError {
+    fn from(e: lq_core::Error) -> Self {
+        use lq_core::Error as E;
+        let status = match &e {
+            E::NotFound { .. } => StatusCode::NOT_FOUND,
+            E::WrongState { .. } | E::UniqueKeyHeld { .. } => StatusCode::CONFLICT,
+            E::InvalidName { .. } => StatusCode::BAD_REQUEST,
+            E::Timeout { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            E::Database { source, .. } if unreachable(source) => StatusCode::SERVICE_UNAVAILABLE,
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        let mut message = lq_core::chain(&e);
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            message = format!("the database is unavailable: {message}");
+        }
+        Self { status, message }
+    }
+}
+
+/// True for a driver error that means "no answer from the database" rather
+/// than "the database refused".
+fn unreachable(e: &sqlx::Error) -> bool {
+    matches!(
+        e,
+        sqlx::Error::Io(_)
+            | sqlx::Error::Tls(_)
+            | sqlx::Error::PoolTimedOut
+            | sqlx::Error::PoolClosed
+            | sqlx::Error::Protocol(_)
+            | sqlx::Error::WorkerCrashed
+    )
+}

@@ -1,0 +1,220 @@
+//! The guard every request passes: it decides the access, refuses what is not
+//! allowed, checks every POST (access, Origin, CSRF) before any handler runs,
+//! hands the CSRF cookie out, and sets the security headers on every response.
+
+use std::sync::Arc;
+
+use axum::{
+    body::Body,
+    extract::{NestedPath, Request, State},
+    http::{header, request::Parts, HeaderMap, HeaderValue, Method, StatusCode},
+    middleware::Next,
+    response::{IntoResponse, Response},
+};
+
+use crate::{
+    access::{Access, Denied},
+    context::Ctx,
+    error::PageError,
+    params::Pairs,
+    secret, Shared,
+};
+
+/// The CSRF cookie: a random token, echoed by every form as the `csrf` field.
+pub(crate) const CSRF_COOKIE: &str = "lq_csrf";
+
+/// Largest form body read (a bulk selection of a thousand ids fits easily).
+const MAX_FORM_BYTES: usize = 256 * 1024;
+
+/// The form body of a POST that passed the checks, for its handler.
+#[derive(Debug, Clone)]
+pub(crate) struct FormBody(pub Pairs);
+
+/// Runs around every route of the dashboard.
+pub(crate) async fn guard(State(sh): State<Arc<Shared>>, req: Request, next: Next) -> Response {
+    let (mut parts, body) = req.into_parts();
+    let path = parts.uri.path().to_owned();
+    let base = match &sh.config.base_path {
+        Some(b) => b.clone(),
+        None => parts
+            .extensions
+            .get::<NestedPath>()
+            .map(|n| n.as_str().trim_end_matches('/').to_owned())
+            .unwrap_or_default(),
+    };
+    let (csrf, fresh) = match secret::cookie(&parts.headers, CSRF_COOKIE) {
+        Some(t) if secret::is_token(t) => (t.to_owned(), false),
+        _ => (secret::new_token(), true),
+    };
+    let granted = sh.config.authorize.access(&parts);
+    let ctx = Ctx {
+        base,
+        path: path.clone(),
+        csrf,
+        access: granted.min(sh.config.cap()),
+        user: sh.config.authorize.identity(&parts),
+        partial: parts.headers.contains_key("lq-partial"),
+        refresh: sh.config.refresh,
+    };
+    let open = path.starts_with("/assets/")
+        || path == "/health"
+        || (sh.login.is_some() && path == "/login");
+    let response = if granted == Access::None && !open {
+        denied(&ctx, sh.config.authorize.denied(&parts))
+    } else if parts.method == Method::GET || parts.method == Method::HEAD {
+        parts.extensions.insert(ctx.clone());
+        next.run(Request::from_parts(parts, body)).await
+    } else {
+        match checked_form(&sh, &ctx, &parts, body, path == "/login").await {
+            Ok(form) => {
+                parts.extensions.insert(ctx.clone());
+                parts.extensions.insert(FormBody(form));
+                next.run(Request::from_parts(parts, Body::empty())).await
+            }
+            Err(e) => {
+                tracing::info!(
+                    target: "lq_web::audit",
+                    action = %format!("{} {}", parts.method, path),
+                    user = ctx.user.as_deref().unwrap_or("-"),
+                    access = ctx.access.as_str(),
+                    outcome = %format!("refused: {}", e.message),
+                    "dashboard action refused"
+                );
+                ctx.error(e)
+            }
+        }
+    };
+    finish(response, &ctx, fresh)
+}
+
+/// The answer to a request granted no access.
+fn denied(ctx: &Ctx, how: Denied) -> Response {
+    let base = Ctx {
+        access: Access::None,
+        refresh: None,
+        ..ctx.clone()
+    };
+    match how {
+        Denied::Forbidden => base.error(PageError::forbidden(
+            "you do not have access to this dashboard",
+        )),
+        Denied::Login => {
+            let body = maud::html! {
+                h1 { "Sign in" }
+                p.error-message role="alert" { "this dashboard needs a token" }
+                p { a href=(base.url("/login")) { "Sign in with the token" } }
+            };
+            base.page_with(StatusCode::UNAUTHORIZED, "Sign in", body)
+        }
+        Denied::Basic => {
+            let mut r = base.error(PageError::new(
+                StatusCode::UNAUTHORIZED,
+                "this dashboard needs a user name and password",
+            ));
+            r.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Basic realm=\"lq\", charset=\"UTF-8\""),
+            );
+            r
+        }
+    }
+}
+
+/// Reads a POST's form and checks, on the server, everything that decides
+/// whether it may change anything: full access (not for the login form), a
+/// same-origin request, and the CSRF token of the form matching the cookie.
+async fn checked_form(
+    sh: &Shared,
+    ctx: &Ctx,
+    parts: &Parts,
+    body: Body,
+    login: bool,
+) -> Result<Pairs, PageError> {
+    if !login && ctx.access != Access::Full {
+        return Err(PageError::forbidden(if sh.config.actions {
+            "your access is read-only: actions are refused"
+        } else {
+            "this dashboard is read-only: actions are disabled"
+        }));
+    }
+    same_origin(&parts.headers)?;
+    let bytes = axum::body::to_bytes(body, MAX_FORM_BYTES)
+        .await
+        .map_err(|_| PageError::new(StatusCode::PAYLOAD_TOO_LARGE, "the form is too large"))?;
+    let form = Pairs::parse(&bytes);
+    let cookie = secret::cookie(&parts.headers, CSRF_COOKIE);
+    match (cookie, form.get("csrf")) {
+        (Some(c), Some(f)) if secret::is_token(c) && secret::same(c.as_bytes(), f.as_bytes()) => {
+            Ok(form)
+        }
+        _ => Err(PageError::forbidden(
+            "missing or wrong CSRF token: reload the page and try again",
+        )),
+    }
+}
+
+/// Refuses a request another site's page sent: an `Origin` naming another
+/// host than the request's `Host`, or a `Sec-Fetch-Site` other than
+/// `same-origin` or `none`.
+pub(crate) fn same_origin(headers: &HeaderMap) -> Result<(), PageError> {
+    if let Some(site) = headers.get("sec-fetch-site") {
+        if !matches!(site.as_bytes(), b"same-origin" | b"none") {
+            return Err(PageError::forbidden(
+                "cross-site request refused (Sec-Fetch-Site)",
+            ));
+        }
+    }
+    let Some(origin) = headers.get(header::ORIGIN) else {
+        return Ok(());
+    };
+    let origin_host = origin
+        .to_str()
+        .ok()
+        .and_then(|o| o.split_once("://"))
+        .map(|(_, host)| host.trim_end_matches('/'));
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
+    match (origin_host, host) {
+        (Some(o), Some(h)) if o.eq_ignore_ascii_case(h) => Ok(()),
+        _ => Err(PageError::forbidden(
+            "cross-origin request refused: its Origin is not this dashboard's host",
+        )),
+    }
+}
+
+/// Sets the headers every response carries, and the CSRF cookie when the
+/// request had none.
+fn finish(mut response: Response, ctx: &Ctx, fresh_csrf: bool) -> Response {
+    let h = response.headers_mut();
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static("default-src 'self'; frame-ancestors 'none'"),
+    );
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("same-origin"),
+    );
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    if !h.contains_key(header::CACHE_CONTROL) {
+        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    }
+    if fresh_csrf {
+        let cookie = secret::set_cookie(CSRF_COOKIE, &ctx.csrf, &ctx.base, None);
+        if let Ok(v) = HeaderValue::from_str(&cookie) {
+            h.append(header::SET_COOKIE, v);
+        }
+    }
+    response
+}
+
+/// A 404 page for a path the dashboard does not have.
+pub(crate) async fn not_found(ctx: Ctx) -> Response {
+    ctx.error(PageError::not_found(format!(
+        "there is no page {}",
+        ctx.path
+    )))
+    .into_response()
+}

@@ -1,0 +1,206 @@
+//! `/jobs`: jobs by state with filters and keyset paging, each row selectable
+//! for a bulk action, and the same actions for everything the filter matches.
+
+use std::{collections::BTreeMap, sync::Arc};
+
+use axum::{extract::State, http::Uri, response::Response};
+use lq_core::{control, control::JobRow, JobState};
+use maud::{html, Markup};
+
+use crate::{
+    context::Ctx,
+    error::PageError,
+    layout,
+    params::{self, Filter, Pairs, STATES},
+    Shared,
+};
+
+/// Jobs per page.
+pub(crate) const PAGE: i64 = 50;
+
+/// Longest last-error text shown in a row.
+const ERROR_PREVIEW_CHARS: usize = 90;
+
+pub(crate) async fn page(ctx: Ctx, State(sh): State<Arc<Shared>>, uri: Uri) -> Response {
+    let result = body(&ctx, &sh, &Pairs::from_query(&uri)).await;
+    ctx.render("Jobs", result)
+}
+
+async fn body(ctx: &Ctx, sh: &Shared, q: &Pairs) -> Result<Markup, PageError> {
+    let filter = Filter::parse(q).map_err(|e| PageError::bad_request(e.to_string()))?;
+    let before = q
+        .get("before")
+        .map(|v| params::parse_id("before", v))
+        .transpose()
+        .map_err(|e| PageError::bad_request(e.to_string()))?;
+    let mut listed = filter.to_job_filter();
+    listed.before_id = before;
+    let rows = control::list(&sh.pool, &listed, PAGE).await?;
+    // Counts per state for the tabs: the filter without its state.
+    let mut per_state: BTreeMap<&'static str, u64> = BTreeMap::new();
+    for c in control::count(&sh.pool, &filter.with_state(None).to_job_filter()).await? {
+        *per_state.entry(c.state.as_str()).or_default() += c.count;
+    }
+    let all: u64 = per_state.values().sum();
+    let matching = match filter.state {
+        Some(s) => per_state.get(s.as_str()).copied().unwrap_or(0),
+        None => all,
+    };
+    let done = q.get("done").and_then(|d| flash(d, q.get("job")));
+    Ok(html! {
+        (layout::flash(done))
+        h1 { "Jobs" }
+        (filter_form(ctx, &filter))
+        nav.tabs aria-label="states" {
+            (tab(ctx, &filter, None, all))
+            @for s in STATES {
+                (tab(ctx, &filter, Some(s), per_state.get(s.as_str()).copied().unwrap_or(0)))
+            }
+        }
+        @if rows.is_empty() {
+            p.empty { "No jobs match." }
+        } @else {
+            (table(ctx, &rows))
+            (pager(ctx, &filter, before, &rows))
+        }
+        @if ctx.can_act() && matching > 0 {
+            (all_matching_form(ctx, &filter, matching))
+        }
+    })
+}
+
+/// The outcome message of an action that redirected here.
+fn flash(done: &str, job: Option<&str>) -> Option<String> {
+    let job = job.and_then(|j| j.parse::<i64>().ok())?;
+    match done {
+        "deleted" => Some(format!("Job {job} deleted.")),
+        _ => None,
+    }
+}
+
+fn filter_form(ctx: &Ctx, f: &Filter) -> Markup {
+    let value = |v: Option<String>| v.unwrap_or_default();
+    html! {
+        form.filters method="get" action=(ctx.url("/jobs")) {
+            @if let Some(s) = f.state {
+                input type="hidden" name="state" value=(s.as_str());
+            }
+            label { "Queue " input name="queue" value=(value(f.queue.clone())) size="12"; }
+            label { "Kind " input name="kind" value=(value(f.kind.clone())) size="16"; }
+            label { "Id " input name="id" value=(value(f.id.map(|i| i.to_string()))) size="8" inputmode="numeric"; }
+            label title="enqueued at least this long ago, like 15m, 2h, 7d" {
+                "Older than " input name="older_than" value=(value(f.older_than.as_ref().map(|t| t.0.clone()))) size="5";
+            }
+            label title="enqueued at most this long ago" {
+                "Newer than " input name="newer_than" value=(value(f.newer_than.as_ref().map(|t| t.0.clone()))) size="5";
+            }
+            label title="the payload contains this JSON" {
+                "Payload " input name="payload" value=(value(f.payload.as_ref().map(|t| t.0.clone()))) placeholder="{\"user_id\": 42}" size="18";
+            }
+            label title="the metadata contains this JSON" {
+                "Meta " input name="meta" value=(value(f.meta.as_ref().map(|t| t.0.clone()))) placeholder="{\"tenant\": \"acme\"}" size="16";
+            }
+            button type="submit" { "Filter" }
+            a.clear href=(ctx.url("/jobs")) { "Clear" }
+        }
+    }
+}
+
+fn tab(ctx: &Ctx, f: &Filter, state: Option<JobState>, n: u64) -> Markup {
+    let target = f.with_state(state);
+    let label = state.map_or("all", |s| s.as_str());
+    let href = format!("{}?{}", ctx.url("/jobs"), target.query(&[]));
+    html! {
+        a.tab.current[f.state == state] href=(href) data-state=(label) {
+            (label) " " span.n { (layout::count(n)) }
+        }
+    }
+}
+
+fn table(ctx: &Ctx, rows: &[JobRow]) -> Markup {
+    let act = ctx.can_act();
+    html! {
+        form #selection method="post" action=(ctx.url("/jobs/bulk"))
+            data-confirm="Act on the selected jobs?" {
+            (ctx.csrf_field())
+            @if act {
+                div.bulk {
+                    "Selected: "
+                    button type="submit" name="action" value="retry" { "Retry" }
+                    button type="submit" name="action" value="cancel" { "Cancel" }
+                    button.danger type="submit" name="action" value="delete" { "Delete" }
+                }
+            }
+            table.jobs {
+                thead { tr {
+                    @if act { th.check { input type="checkbox" #select-all aria-label="select every job on this page"; } }
+                    th { "id" } th { "kind" } th { "queue" } th { "state" }
+                    th.num { "attempts" } th { "run at / finished" } th { "last error" }
+                } }
+                tbody {
+                    @for r in rows {
+                        tr {
+                            @if act { td.check { input type="checkbox" name="ids" value=(r.id) aria-label={ "select job " (r.id) }; } }
+                            td.num { a href=(ctx.url(&format!("/jobs/{}", r.id))) { (r.id) } }
+                            td { (r.kind) }
+                            td { (r.queue) }
+                            td { (layout::state_badge(r.state)) }
+                            td.num { (r.attempts) "/" (r.max_attempts) }
+                            td { (layout::time(r.finished_at.unwrap_or(r.run_at))) }
+                            td.err { (last_error(r)) }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn last_error(r: &JobRow) -> String {
+    let Some(e) = r.errors.last() else {
+        return String::new();
+    };
+    let mut text: String = e.error.chars().take(ERROR_PREVIEW_CHARS).collect();
+    if e.error.chars().count() > ERROR_PREVIEW_CHARS {
+        text.push('…');
+    }
+    text
+}
+
+fn pager(ctx: &Ctx, f: &Filter, before: Option<i64>, rows: &[JobRow]) -> Markup {
+    let older = (rows.len() as i64 == PAGE)
+        .then(|| rows.last())
+        .flatten()
+        .map(|last| {
+            let cursor = last.id.to_string();
+            format!("{}?{}", ctx.url("/jobs"), f.query(&[("before", &cursor)]))
+        });
+    html! {
+        nav.pager {
+            @if before.is_some() {
+                a href={ (ctx.url("/jobs")) "?" (f.query(&[])) } { "« Newest" }
+            }
+            @if let Some(href) = older {
+                a #older href=(href) rel="next" { "Older »" }
+            }
+        }
+    }
+}
+
+/// The form that acts on every job the filter matches (not only this page):
+/// the server counts again and asks for a confirmation naming the number.
+fn all_matching_form(ctx: &Ctx, f: &Filter, n: u64) -> Markup {
+    html! {
+        form.all-matching method="post" action=(ctx.url("/jobs/bulk")) {
+            (ctx.csrf_field())
+            input type="hidden" name="all_matching" value="1";
+            @for (k, v) in f.fields() {
+                input type="hidden" name=(k) value=(v);
+            }
+            "All " (layout::count(n)) " matching jobs: "
+            button type="submit" name="action" value="retry" { "Retry all…" }
+            button type="submit" name="action" value="cancel" { "Cancel all…" }
+            button.danger type="submit" name="action" value="delete" { "Delete all…" }
+        }
+    }
+}

@@ -1,0 +1,361 @@
+//! The standalone server (`lq serve`): the same router behind a token or basic
+//! auth, implemented as an [`Authorize`] like any application's, with a login
+//! form for the token.
+
+use std::{net::SocketAddr, sync::Arc, time::Duration};
+
+use axum::{
+    extract::State,
+    http::{header, request::Parts, HeaderValue, StatusCode},
+    response::Response,
+    Extension, Router,
+};
+use base64::Engine;
+use lq_core::sqlx::PgPool;
+use maud::html;
+
+use crate::{
+    access::{Access, Authorize, Denied},
+    context::Ctx,
+    error::Error,
+    guard::FormBody,
+    secret, Shared, WebConfig,
+};
+
+/// The cookie the login form sets: the token itself, `HttpOnly; SameSite=Strict`.
+const TOKEN_COOKIE: &str = "lq_token";
+
+/// How long the login cookie lasts.
+const LOGIN_DAYS: u64 = 7;
+
+/// How the standalone server runs. Built with [`ServeOptions::new`] and the
+/// chained setters; the defaults are loopback-only and read-only.
+///
+/// ```no_run
+/// use lq_web::ServeOptions;
+/// let options = ServeOptions::new("0.0.0.0:8080".parse().unwrap())
+///     .allow_actions(true)
+///     .token(std::env::var("LQ_WEB_TOKEN").ok());
+/// ```
+#[derive(Clone)]
+#[non_exhaustive]
+pub struct ServeOptions {
+    /// Where to listen (default `127.0.0.1:8080`).
+    pub bind: SocketAddr,
+    /// Whether actions are allowed (default `false`: read-only).
+    pub allow_actions: bool,
+    /// A token, sent as `Authorization: Bearer <token>` or entered once in the
+    /// login form (which sets a cookie).
+    pub token: Option<String>,
+    /// A user name and password, for `Authorization: Basic`.
+    pub basic: Option<(String, String)>,
+    /// How often pages refresh themselves (default 5 s).
+    pub refresh: Duration,
+}
+
+impl std::fmt::Debug for ServeOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServeOptions")
+            .field("bind", &self.bind)
+            .field("allow_actions", &self.allow_actions)
+            .field("token", &self.token.as_ref().map(|_| "…"))
+            .field("basic", &self.basic.as_ref().map(|(u, _)| (u, "…")))
+            .field("refresh", &self.refresh)
+            .finish()
+    }
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        Self::new(SocketAddr::from(([127, 0, 0, 1], 8080)))
+    }
+}
+
+impl ServeOptions {
+    /// Listen on `bind`, read-only, with no authentication (allowed on a
+    /// loopback address only).
+    ///
+    /// ```
+    /// let options = lq_web::ServeOptions::new("127.0.0.1:9000".parse().unwrap());
+    /// assert!(!options.allow_actions);
+    /// ```
+    pub fn new(bind: SocketAddr) -> Self {
+        Self {
+            bind,
+            allow_actions: false,
+            token: None,
+            basic: None,
+            refresh: Duration::from_secs(5),
+        }
+    }
+
+    /// Allow actions (retry, cancel, delete, pause, resume).
+    ///
+    /// ```
+    /// let options = lq_web::ServeOptions::default().allow_actions(true);
+    /// assert!(options.allow_actions);
+    /// ```
+    pub fn allow_actions(mut self, on: bool) -> Self {
+        self.allow_actions = on;
+        self
+    }
+
+    /// Require this token (`None`: no token).
+    ///
+    /// ```
+    /// let options = lq_web::ServeOptions::default().token(Some("s3cret".to_owned()));
+    /// # let _ = options;
+    /// ```
+    pub fn token(mut self, token: Option<String>) -> Self {
+        self.token = token;
+        self
+    }
+
+    /// Require basic auth with this user name and password (`None`: none).
+    ///
+    /// ```
+    /// let options = lq_web::ServeOptions::default()
+    ///     .basic(Some(("ops".to_owned(), "s3cret".to_owned())));
+    /// # let _ = options;
+    /// ```
+    pub fn basic(mut self, user_and_password: Option<(String, String)>) -> Self {
+        self.basic = user_and_password;
+        self
+    }
+
+    /// Refresh pages this often (`Duration::ZERO`: never).
+    ///
+    /// ```
+    /// let options = lq_web::ServeOptions::default().refresh(std::time::Duration::ZERO);
+    /// # let _ = options;
+    /// ```
+    pub fn refresh(mut self, every: Duration) -> Self {
+        self.refresh = every;
+        self
+    }
+
+    /// Checks the options without binding anything: refuses a non-loopback
+    /// address without a token or basic auth, and an empty secret.
+    ///
+    /// ```
+    /// use lq_web::{Error, ServeOptions};
+    /// let open = ServeOptions::new("0.0.0.0:8080".parse().unwrap());
+    /// assert!(matches!(open.check(), Err(Error::Unprotected { .. })));
+    /// assert!(open.token(Some("s3cret".into())).check().is_ok());
+    /// ```
+    pub fn check(&self) -> Result<(), Error> {
+        if self.token.as_deref() == Some("") {
+            return Err(Error::EmptySecret { what: "token" });
+        }
+        if matches!(&self.basic, Some((_, p)) if p.is_empty()) {
+            return Err(Error::EmptySecret {
+                what: "basic auth password",
+            });
+        }
+        if !self.bind.ip().is_loopback() && self.token.is_none() && self.basic.is_none() {
+            return Err(Error::Unprotected { bind: self.bind });
+        }
+        Ok(())
+    }
+}
+
+/// The standalone dashboard as a router, after [`ServeOptions::check`]: what
+/// [`serve`] listens with, for serving it some other way (or testing it).
+///
+/// ```no_run
+/// # fn f(pool: sqlx::PgPool) -> Result<(), lq_web::Error> {
+/// let options = lq_web::ServeOptions::default().token(Some("s3cret".into()));
+/// let app: axum::Router = lq_web::standalone(pool, &options)?;
+/// # Ok(()) }
+/// ```
+pub fn standalone(pool: PgPool, options: &ServeOptions) -> Result<Router, Error> {
+    options.check()?;
+    let config = WebConfig::new()
+        .actions(options.allow_actions)
+        .refresh(options.refresh)
+        .authorize(Standalone {
+            token: options.token.clone(),
+            basic: options.basic.clone(),
+        });
+    Ok(crate::build(pool, config, options.token.clone()))
+}
+
+/// Serves the dashboard on `options.bind` until Ctrl-C (or SIGTERM), then
+/// finishes the requests in flight. Refuses to start on a non-loopback address
+/// without a token or basic auth.
+///
+/// ```no_run
+/// # async fn f(pool: sqlx::PgPool) -> Result<(), lq_web::Error> {
+/// let options = lq_web::ServeOptions::default().allow_actions(true);
+/// lq_web::serve(pool, options).await?;
+/// # Ok(()) }
+/// ```
+pub async fn serve(pool: PgPool, options: ServeOptions) -> Result<(), Error> {
+    let app = standalone(pool, &options)?;
+    let listener = tokio::net::TcpListener::bind(options.bind)
+        .await
+        .map_err(|source| Error::Bind {
+            bind: options.bind,
+            source,
+        })?;
+    tracing::info!(
+        target: "lq_web",
+        bind = %options.bind,
+        actions = options.allow_actions,
+        token = options.token.is_some(),
+        basic = options.basic.is_some(),
+        "dashboard listening"
+    );
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown_signal())
+        .await
+        .map_err(Error::Serve)
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = term => {}
+    }
+}
+
+/// The standalone server's authorisation: with no secret set, everyone (it
+/// listens on loopback only); otherwise the bearer token, the login cookie or
+/// basic auth, each compared in constant time.
+struct Standalone {
+    token: Option<String>,
+    basic: Option<(String, String)>,
+}
+
+impl Standalone {
+    fn basic_user(&self, parts: &Parts) -> Option<String> {
+        let (user, pass) = self.basic.as_ref()?;
+        let given = authorization(parts, "Basic ")?;
+        let decoded = base64::engine::general_purpose::STANDARD
+            .decode(given.trim())
+            .ok()?;
+        let decoded = String::from_utf8(decoded).ok()?;
+        let (u, p) = decoded.split_once(':')?;
+        // Both compared, whatever the first gives, so timing tells nothing.
+        let ok = secret::same(u.as_bytes(), user.as_bytes())
+            & secret::same(p.as_bytes(), pass.as_bytes());
+        ok.then(|| u.to_owned())
+    }
+
+    fn token_ok(&self, parts: &Parts) -> bool {
+        let Some(token) = &self.token else {
+            return false;
+        };
+        let bearer = authorization(parts, "Bearer ")
+            .is_some_and(|given| secret::same(given.trim().as_bytes(), token.as_bytes()));
+        let cookie = secret::cookie(&parts.headers, TOKEN_COOKIE)
+            .is_some_and(|given| secret::same(given.as_bytes(), cookie_value(token).as_bytes()));
+        bearer | cookie
+    }
+}
+
+/// The token as a cookie value (percent-encoded: a token may hold `;`).
+fn cookie_value(token: &str) -> String {
+    form_urlencoded::byte_serialize(token.as_bytes()).collect()
+}
+
+fn authorization<'p>(parts: &'p Parts, scheme: &str) -> Option<&'p str> {
+    let value = parts.headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (given_scheme, rest) = value.split_at_checked(scheme.len())?;
+    given_scheme.eq_ignore_ascii_case(scheme).then_some(rest)
+}
+
+impl Authorize for Standalone {
+    fn access(&self, parts: &Parts) -> Access {
+        if self.token.is_none() && self.basic.is_none() {
+            return Access::Full;
+        }
+        if self.token_ok(parts) || self.basic_user(parts).is_some() {
+            Access::Full
+        } else {
+            Access::None
+        }
+    }
+
+    fn identity(&self, parts: &Parts) -> Option<String> {
+        if let Some(user) = self.basic_user(parts) {
+            return Some(user);
+        }
+        self.token_ok(parts).then(|| "token".to_owned())
+    }
+
+    fn denied(&self, _: &Parts) -> Denied {
+        if self.token.is_some() {
+            Denied::Login
+        } else {
+            Denied::Basic
+        }
+    }
+}
+
+/// `GET /login`: the token form.
+pub(crate) async fn login_form(ctx: Ctx) -> Response {
+    ctx.page("Sign in", login_body(&ctx, None))
+}
+
+fn login_body(ctx: &Ctx, error: Option<&str>) -> maud::Markup {
+    html! {
+        h1 { "Sign in" }
+        @if let Some(e) = error { p.error-message role="alert" { (e) } }
+        form.login method="post" action=(ctx.url("/login")) {
+            (ctx.csrf_field())
+            label { "Token " input type="password" name="token" autocomplete="current-password" autofocus; }
+            button type="submit" { "Sign in" }
+        }
+    }
+}
+
+/// `POST /login`: checks the token, then sets the login cookie and goes to the
+/// overview; a wrong token gets the form again with 401.
+pub(crate) async fn login(
+    ctx: Ctx,
+    State(sh): State<Arc<Shared>>,
+    Extension(FormBody(form)): Extension<FormBody>,
+) -> Response {
+    let expected = sh.login.as_deref();
+    let given = form.get("token").unwrap_or("");
+    let ok = expected.is_some_and(|t| secret::same(given.as_bytes(), t.as_bytes()));
+    tracing::info!(
+        target: "lq_web::audit",
+        action = "login",
+        outcome = if ok { "done" } else { "refused: wrong token" },
+        "dashboard login"
+    );
+    if !ok {
+        return ctx.page_with(
+            StatusCode::UNAUTHORIZED,
+            "Sign in",
+            login_body(&ctx, Some("wrong token")),
+        );
+    }
+    let mut r = crate::actions::see_other(&ctx.url("/"));
+    let cookie = secret::set_cookie(
+        TOKEN_COOKIE,
+        &cookie_value(given),
+        &ctx.base,
+        Some(LOGIN_DAYS * 86_400),
+    );
+    if let Ok(v) = HeaderValue::from_str(&cookie) {
+        r.headers_mut().append(header::SET_COOKIE, v);
+    }
+    r
+}
