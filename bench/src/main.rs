@@ -3,7 +3,7 @@
 //! `cargo run --release -p lq-bench -- [--quick] [--json out.json] [--md out.md]
 //! [--only enqueue,bulk,drain,latency,retained,startup,sustained]
 //! [--ceiling FILE | --ceiling-script PATH | --no-ceiling] [--ceiling-after-script PATH]
-//! [--no-paired]`
+//! [--no-paired] [--no-sweep]` (`--no-sweep`: the drain runs its shipped-defaults row only)
 //!
 //! Creates its own database (`lq_bench`, dropped and recreated) on the server of
 //! DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres), runs each
@@ -54,6 +54,7 @@ struct Args {
     ceiling_after_script: Option<PathBuf>,
     no_ceiling: bool,
     no_paired: bool,
+    no_sweep: bool,
 }
 
 fn args() -> Result<Args> {
@@ -67,6 +68,7 @@ fn args() -> Result<Args> {
         ceiling_after_script: None,
         no_ceiling: false,
         no_paired: false,
+        no_sweep: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -80,6 +82,7 @@ fn args() -> Result<Args> {
             "--ceiling-after-script" => a.ceiling_after_script = Some(value()?.into()),
             "--no-ceiling" => a.no_ceiling = true,
             "--no-paired" => a.no_paired = true,
+            "--no-sweep" => a.no_sweep = true,
             "--only" => {
                 a.only = value()?
                     .split(',')
@@ -91,7 +94,7 @@ fn args() -> Result<Args> {
                 }
             }
             "-h" | "--help" => {
-                println!("usage: lq-bench [--quick] [--json FILE] [--md FILE] [--only {}] [--ceiling FILE | --ceiling-script PATH | --no-ceiling] [--ceiling-after-script PATH] [--no-paired]", SCENARIOS.join(","));
+                println!("usage: lq-bench [--quick] [--json FILE] [--md FILE] [--only {}] [--ceiling FILE | --ceiling-script PATH | --no-ceiling] [--ceiling-after-script PATH] [--no-paired] [--no-sweep]", SCENARIOS.join(","));
                 std::process::exit(0);
             }
             other => bail!("unknown argument {other} (see --help)"),
@@ -178,6 +181,7 @@ async fn main() -> Result<()> {
         opts,
         pool,
         quick: a.quick,
+        no_sweep: a.no_sweep,
         ceiling,
         paired,
         report: Default::default(),

@@ -41,6 +41,7 @@ pub(crate) async fn run(
     let max = shared.config.max_complete_batch.max(1);
     let mut conn = HotConn::new(shared.completer_pool.clone(), true);
     let mut batch = Vec::with_capacity(max);
+    let metrics = crate::telemetry::FlushMetrics::new();
     loop {
         let got = tokio::select! {
             n = rx.recv_many(&mut batch, max) => n,
@@ -49,7 +50,7 @@ pub(crate) async fn run(
                     batch.push(c);
                 }
                 for chunk in batch.chunks(max) {
-                    write(&shared, &mut conn, chunk)
+                    write(&shared, &mut conn, chunk, &metrics)
                         .instrument(crate::telemetry::flush_span(chunk.len()))
                         .await;
                 }
@@ -61,7 +62,7 @@ pub(crate) async fn run(
             return; // every sender is gone
         }
         gather_ready(&mut rx, &mut batch, max).await;
-        write(&shared, &mut conn, &batch)
+        write(&shared, &mut conn, &batch, &metrics)
             .instrument(crate::telemetry::flush_span(batch.len()))
             .await;
         Slot::release_all(batch.drain(..).map(|c| c.slot));
@@ -119,7 +120,12 @@ fn tally(shared: &Shared, batch: &[Completion], done: &[i64]) {
     }
 }
 
-async fn write(shared: &Shared, conn: &mut HotConn, batch: &[Completion]) {
+async fn write(
+    shared: &Shared,
+    conn: &mut HotConn,
+    batch: &[Completion],
+    metrics: &crate::telemetry::FlushMetrics,
+) {
     let ids: Vec<i64> = batch.iter().map(|c| c.id).collect();
     let tokens: Vec<Uuid> = batch.iter().map(|c| c.token).collect();
     let began = std::time::Instant::now();
@@ -152,7 +158,7 @@ async fn write(shared: &Shared, conn: &mut HotConn, batch: &[Completion]) {
     }
     let secs = began.elapsed().as_secs_f64();
     debug!(jobs = ids.len(), ms = secs * 1e3, "marked succeeded");
-    crate::telemetry::flushed(ids.len(), secs);
+    metrics.flushed(ids.len(), secs);
     tally(shared, batch, &done);
     Stats::add(&shared.stats.succeeded, done.len() as u64);
     let lost = ids.len() - done.len();

@@ -20,6 +20,7 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: String, slots: Slots, wake: 
     let mut ahead = ClaimAhead::new(slots.concurrency(), slots.most_ahead());
     let mut failures = 0u32;
     let queue_name: Arc<str> = Arc::from(queue.as_str());
+    let metrics = crate::telemetry::ClaimMetrics::new(&queue);
     loop {
         if shared.stopping.is_cancelled() {
             return;
@@ -69,7 +70,7 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: String, slots: Slots, wake: 
         };
         let got = jobs.len();
         span.record("lq.claimed", got);
-        crate::telemetry::claimed(&queue, got, began.elapsed().as_secs_f64());
+        metrics.claimed(got, began.elapsed().as_secs_f64());
         if got > 0 {
             let ms = began.elapsed().as_secs_f64() * 1e3;
             debug!(queue, got, limit, ahead = ahead.extra(), ms, "claimed");

@@ -96,32 +96,91 @@ pub(crate) fn duty_span(name: &'static str) -> Span {
     }
 }
 
-/// A claim statement returned `got` jobs after `secs`.
-pub(crate) fn claimed(queue: &str, got: usize, secs: f64) {
+/// The claim metrics of one queue (`metrics` feature), registered once when its
+/// claimer starts, so a claim adds to handles instead of looking them up.
+pub(crate) struct ClaimMetrics {
     #[cfg(feature = "metrics")]
-    {
-        let q = queue.to_owned();
-        metrics::counter!("lq_claims_total", "queue" => q.clone()).increment(1);
-        metrics::histogram!("lq_claim_duration_seconds", "queue" => q.clone()).record(secs);
-        if got > 0 {
-            metrics::counter!("lq_jobs_claimed_total", "queue" => q.clone()).increment(got as u64);
-            metrics::histogram!("lq_claim_batch_size", "queue" => q).record(got as f64);
-        }
-    }
-    #[cfg(not(feature = "metrics"))]
-    let _ = (queue, got, secs);
+    claims: metrics::Counter,
+    #[cfg(feature = "metrics")]
+    duration: metrics::Histogram,
+    #[cfg(feature = "metrics")]
+    claimed: metrics::Counter,
+    #[cfg(feature = "metrics")]
+    batch: metrics::Histogram,
 }
 
-/// One success write of `jobs` jobs took `secs`.
-pub(crate) fn flushed(jobs: usize, secs: f64) {
-    #[cfg(feature = "metrics")]
-    {
-        metrics::counter!("lq_complete_flushes_total").increment(1);
-        metrics::histogram!("lq_complete_flush_size").record(jobs as f64);
-        metrics::histogram!("lq_complete_flush_duration_seconds").record(secs);
+impl ClaimMetrics {
+    /// The handles for `queue`.
+    pub(crate) fn new(queue: &str) -> Self {
+        #[cfg(feature = "metrics")]
+        {
+            let q = || queue.to_owned();
+            Self {
+                claims: metrics::counter!("lq_claims_total", "queue" => q()),
+                duration: metrics::histogram!("lq_claim_duration_seconds", "queue" => q()),
+                claimed: metrics::counter!("lq_jobs_claimed_total", "queue" => q()),
+                batch: metrics::histogram!("lq_claim_batch_size", "queue" => q()),
+            }
+        }
+        #[cfg(not(feature = "metrics"))]
+        {
+            let _ = queue;
+            Self {}
+        }
     }
-    #[cfg(not(feature = "metrics"))]
-    let _ = (jobs, secs);
+
+    /// A claim statement returned `got` jobs after `secs`.
+    pub(crate) fn claimed(&self, got: usize, secs: f64) {
+        #[cfg(feature = "metrics")]
+        {
+            self.claims.increment(1);
+            self.duration.record(secs);
+            if got > 0 {
+                self.claimed.increment(got as u64);
+                self.batch.record(got as f64);
+            }
+        }
+        #[cfg(not(feature = "metrics"))]
+        let _ = (got, secs);
+    }
+}
+
+/// The completer's metrics (`metrics` feature), registered once when it starts.
+pub(crate) struct FlushMetrics {
+    #[cfg(feature = "metrics")]
+    flushes: metrics::Counter,
+    #[cfg(feature = "metrics")]
+    size: metrics::Histogram,
+    #[cfg(feature = "metrics")]
+    duration: metrics::Histogram,
+}
+
+impl FlushMetrics {
+    /// The handles.
+    pub(crate) fn new() -> Self {
+        #[cfg(feature = "metrics")]
+        {
+            Self {
+                flushes: metrics::counter!("lq_complete_flushes_total"),
+                size: metrics::histogram!("lq_complete_flush_size"),
+                duration: metrics::histogram!("lq_complete_flush_duration_seconds"),
+            }
+        }
+        #[cfg(not(feature = "metrics"))]
+        Self {}
+    }
+
+    /// One success write of `jobs` jobs took `secs`.
+    pub(crate) fn flushed(&self, jobs: usize, secs: f64) {
+        #[cfg(feature = "metrics")]
+        {
+            self.flushes.increment(1);
+            self.size.record(jobs as f64);
+            self.duration.record(secs);
+        }
+        #[cfg(not(feature = "metrics"))]
+        let _ = (jobs, secs);
+    }
 }
 
 /// A maintenance event: `what` is `rescued`, `pruned`, `buried`, `vacuums`,

@@ -223,6 +223,9 @@ pub async fn run(ctx: &mut Ctx) -> Result<()> {
     if r.iter().all(|r| r.unfinished.is_none()) {
         ctx.sustain_base = Some((median, "median drain with shipped defaults (3a)".into()));
     }
+    if ctx.no_sweep {
+        return Ok(());
+    }
 
     // A claim takes at most the idle handlers plus the claim-ahead allowance (up to
     // twice the concurrency), so max_claim_batch only matters below three times the

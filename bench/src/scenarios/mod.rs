@@ -31,6 +31,9 @@ pub struct Ctx {
     /// Harness pool on the benchmark database (setup and sampling only).
     pub pool: PgPool,
     pub quick: bool,
+    /// Drain: only the shipped defaults (3a), no sweep and no 3b; for paired
+    /// comparisons of two builds, where 3a is the row that matters.
+    pub no_sweep: bool,
     pub ceiling: Option<Ceiling>,
     /// pgbench runs of the ceiling's enqueue statements beside each enqueue run.
     pub paired: Option<Paired>,
