@@ -38,7 +38,7 @@ pub(crate) fn shell(ctx: &Ctx, title: &str, body: Markup) -> Markup {
                         @for (path, label) in NAV {
                             @let here = ctx.path == path
                                 || (path != "/" && ctx.path.starts_with(path));
-                            a.current[here] href=(ctx.url(path)) { (label) }
+                            a class=[here.then_some("current")] href=(ctx.url(path)) { (label) }
                         }
                     }
                     span.spacer {}

@@ -34,7 +34,7 @@ pub(crate) fn table(rts: &[RuntimeInfo]) -> Markup {
                 } }
                 tbody {
                     @for rt in rts {
-                        tr.gone[!rt.alive] data-runtime=(rt.id) {
+                        tr class=[(!rt.alive).then_some("gone")] data-runtime=(rt.id) {
                             td { (rt.id) }
                             td { (rt.host) }
                             td.num { (rt.pid) }

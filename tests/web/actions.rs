@@ -1,0 +1,347 @@
+//! Actions with full access and a right CSRF token: single, by selection, and
+//! by filter with the server's recount and confirmation; refusals shown per
+//! job; pause and resume; every action in the audit log.
+
+use axum::{http::StatusCode, Router};
+use lq_runtime::{control, Job};
+use lq_tests::logs::logged;
+use lq_web::WebConfig;
+
+use crate::{
+    jobs::Order,
+    support::{self, get, mails, make_running, post, send, snapshot, state, Csrf},
+};
+
+#[tokio::test]
+async fn retry_cancel_and_delete_one_job_then_redirect_with_a_notice() {
+    let (db, app) = support::full().await;
+    let ids = mails(&db, 4).await;
+    db.finish(ids[0], "dead", 1.0).await;
+    make_running(&db, ids[3], "w-1").await;
+
+    let r = post(&app, &format!("/jobs/{}/retry", ids[0]), &[]).await;
+    r.expect(StatusCode::SEE_OTHER);
+    assert_eq!(r.location(), format!("/jobs/{}?done=retried", ids[0]));
+    assert_eq!(state(&db, ids[0]).await.as_deref(), Some("queued"));
+    get(&app, r.location())
+        .await
+        .has(&format!("Job {} queued to run again.", ids[0]));
+
+    let r = post(&app, &format!("/jobs/{}/cancel", ids[1]), &[]).await;
+    r.expect(StatusCode::SEE_OTHER);
+    assert_eq!(state(&db, ids[1]).await.as_deref(), Some("cancelled"));
+
+    // A running job: cancellation requested, it ends when its handler sees it.
+    post(&app, &format!("/jobs/{}/cancel", ids[3]), &[])
+        .await
+        .expect(StatusCode::SEE_OTHER);
+    let requested: bool =
+        sqlx::query_scalar("select cancel_requested_at is not null from lq.jobs where id = $1")
+            .bind(ids[3])
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    assert!(requested);
+
+    let r = post(&app, &format!("/jobs/{}/delete", ids[2]), &[]).await;
+    r.expect(StatusCode::SEE_OTHER);
+    assert_eq!(r.location(), format!("/jobs?done=deleted&job={}", ids[2]));
+    assert_eq!(state(&db, ids[2]).await, None);
+    get(&app, r.location())
+        .await
+        .has(&format!("Job {} deleted.", ids[2]));
+}
+
+#[tokio::test]
+async fn a_refused_single_action_is_a_page_with_the_reason_never_a_500() {
+    let (db, app) = support::full().await;
+    let ids = mails(&db, 2).await;
+    make_running(&db, ids[1], "w-1").await;
+    let held = Order { order_id: 9 }.enqueue(&db.pool).await.unwrap().id;
+    db.finish(held, "dead", 1.0).await;
+    let holder = Order { order_id: 9 }.enqueue(&db.pool).await.unwrap().id;
+    let before = snapshot(&db).await;
+
+    post(&app, &format!("/jobs/{}/retry", ids[0]), &[])
+        .await
+        .expect(StatusCode::CONFLICT)
+        .has(&format!(
+            "job {} is queued, so it cannot be retried",
+            ids[0]
+        ))
+        .has(&format!(r#"href="/jobs/{}">Back to job"#, ids[0]));
+    post(&app, &format!("/jobs/{}/delete", ids[1]), &[])
+        .await
+        .expect(StatusCode::CONFLICT)
+        .has(&format!(
+            "job {} is running, so it cannot be deleted",
+            ids[1]
+        ));
+    post(&app, &format!("/jobs/{held}/retry"), &[])
+        .await
+        .expect(StatusCode::CONFLICT)
+        .has(&format!("live job {holder} holds its unique key"));
+    post(&app, "/jobs/424242/retry", &[])
+        .await
+        .expect(StatusCode::NOT_FOUND)
+        .has("job 424242 does not exist");
+    post(&app, "/jobs/424242/delete", &[])
+        .await
+        .expect(StatusCode::NOT_FOUND);
+    post(&app, &format!("/jobs/{}/explode", ids[0]), &[])
+        .await
+        .expect(StatusCode::NOT_FOUND)
+        .has("use retry, cancel or delete");
+    post(&app, "/jobs/abc/retry", &[])
+        .await
+        .expect(StatusCode::BAD_REQUEST);
+    assert_eq!(snapshot(&db).await, before, "nothing changed");
+}
+
+#[tokio::test]
+async fn bulk_on_a_selection_acts_on_those_jobs_and_lists_each_refusal() {
+    let (db, app) = support::full().await;
+    let ids = mails(&db, 5).await;
+    db.finish(ids[0], "dead", 1.0).await;
+    db.finish(ids[1], "cancelled", 1.0).await;
+    db.finish(ids[4], "dead", 1.0).await; // dead, not selected
+    make_running(&db, ids[2], "w-1").await;
+
+    let (a, b, c) = (ids[0].to_string(), ids[1].to_string(), ids[2].to_string());
+    let r = post(
+        &app,
+        "/jobs/bulk",
+        &[("action", "retry"), ("ids", &a), ("ids", &b), ("ids", &c)],
+    )
+    .await;
+    r.expect(StatusCode::OK)
+        .has("Retried 2 of 3 the selected jobs")
+        .has("1 refused")
+        .has(&format!(r#"<a href="/jobs/{c}">{c}</a>"#))
+        .has(&format!("job {c} is running, so it cannot be retried"));
+    assert_eq!(state(&db, ids[0]).await.as_deref(), Some("queued"));
+    assert_eq!(state(&db, ids[1]).await.as_deref(), Some("queued"));
+    assert_eq!(state(&db, ids[2]).await.as_deref(), Some("running"));
+    assert_eq!(
+        state(&db, ids[4]).await.as_deref(),
+        Some("dead"),
+        "not selected"
+    );
+
+    let d = ids[3].to_string();
+    post(&app, "/jobs/bulk", &[("action", "delete"), ("ids", &d)])
+        .await
+        .expect(StatusCode::OK)
+        .has("Deleted 1 of 1");
+    assert_eq!(state(&db, ids[3]).await, None);
+}
+
+#[tokio::test]
+async fn bulk_by_filter_confirms_the_servers_count_then_acts_on_those_jobs_only() {
+    let (db, app) = support::full().await;
+    let ids = mails(&db, 6).await;
+    for id in &ids[..4] {
+        db.finish(*id, "dead", 1.0).await;
+    }
+    let filter = [("state", "dead"), ("queue", "mail")];
+
+    // The list offers it, with the count.
+    get(&app, "/jobs?state=dead&queue=mail")
+        .await
+        .has("All 4 matching jobs")
+        .has(r#"<input type="hidden" name="all_matching" value="1">"#);
+
+    // Asking: a confirmation naming the number, counted on the server (the
+    // form's own idea of the count is not asked for), and nothing changes.
+    let before = snapshot(&db).await;
+    let mut ask = vec![("action", "retry"), ("all_matching", "1")];
+    ask.extend(filter);
+    let confirm = post(&app, "/jobs/bulk", &ask).await;
+    confirm
+        .expect(StatusCode::OK)
+        .has("Retry 4 jobs matching state dead, queue mail?")
+        .has(r#"name="confirm" value="4""#)
+        .has(&format!(r#"name="upto" value="{}""#, ids[3]));
+    assert_eq!(snapshot(&db).await, before);
+
+    // A job that dies after the count is not acted on.
+    db.finish(ids[5], "dead", 0.0).await;
+    let upto = ids[3].to_string();
+    let mut go = ask.clone();
+    go.extend([("confirm", "4"), ("upto", upto.as_str())]);
+    post(&app, "/jobs/bulk", &go)
+        .await
+        .expect(StatusCode::OK)
+        .has("Retried 4 of 4 jobs matching state dead, queue mail")
+        .has("None refused.");
+    for id in &ids[..4] {
+        assert_eq!(state(&db, *id).await.as_deref(), Some("queued"));
+    }
+    assert_eq!(state(&db, ids[5]).await.as_deref(), Some("dead"));
+    assert_eq!(state(&db, ids[4]).await.as_deref(), Some("queued"));
+}
+
+#[tokio::test]
+async fn bulk_by_filter_lists_the_jobs_it_refused() {
+    let (db, app) = support::full().await;
+    let ids = mails(&db, 3).await;
+    make_running(&db, ids[1], "w-1").await;
+    let upto = ids[2].to_string();
+    post(
+        &app,
+        "/jobs/bulk",
+        &[
+            ("action", "delete"),
+            ("all_matching", "1"),
+            ("queue", "mail"),
+            ("confirm", "3"),
+            ("upto", &upto),
+        ],
+    )
+    .await
+    .expect(StatusCode::OK)
+    .has("Deleted 2 of 3 jobs matching queue mail")
+    .has(&format!(
+        "job {} is running, so it cannot be deleted",
+        ids[1]
+    ));
+    assert_eq!(state(&db, ids[1]).await.as_deref(), Some("running"));
+    assert_eq!(state(&db, ids[0]).await, None);
+}
+
+#[tokio::test]
+async fn bulk_by_filter_with_nothing_matching_says_so() {
+    let (db, app) = support::full().await;
+    mails(&db, 1).await;
+    post(
+        &app,
+        "/jobs/bulk",
+        &[
+            ("action", "retry"),
+            ("all_matching", "1"),
+            ("state", "dead"),
+        ],
+    )
+    .await
+    .expect(StatusCode::OK)
+    .has("Nothing to retry")
+    .lacks(r#"name="confirm""#);
+}
+
+#[tokio::test]
+async fn bad_bulk_requests_are_400_pages() {
+    let (db, app) = support::full().await;
+    let ids = mails(&db, 1).await;
+    let before = snapshot(&db).await;
+    let id = ids[0].to_string();
+    for (fields, message) in [
+        (vec![("action", "cancel")], "no job selected"),
+        (
+            vec![("action", "smash"), ("ids", id.as_str())],
+            "unknown bulk action",
+        ),
+        (
+            vec![("action", "cancel"), ("ids", "x1")],
+            "ids must be a job id",
+        ),
+        (
+            vec![
+                ("action", "cancel"),
+                ("all_matching", "1"),
+                ("older_than", "5x"),
+            ],
+            "older_than must be a duration",
+        ),
+        (
+            vec![
+                ("action", "cancel"),
+                ("all_matching", "1"),
+                ("confirm", "1"),
+            ],
+            "the confirmation lacks upto",
+        ),
+    ] {
+        post(&app, "/jobs/bulk", &fields)
+            .await
+            .expect(StatusCode::BAD_REQUEST)
+            .has(message);
+    }
+    assert_eq!(snapshot(&db).await, before);
+}
+
+#[tokio::test]
+async fn queues_pause_and_resume_and_return_where_they_were_asked() {
+    let (db, app) = support::full().await;
+    mails(&db, 1).await;
+
+    let r = post(&app, "/queues/mail/pause", &[("back", "queues")]).await;
+    r.expect(StatusCode::SEE_OTHER);
+    assert_eq!(r.location(), "/queues?done=pause&queue=mail");
+    let q = control::queues(&db.pool).await.unwrap();
+    assert_eq!(q[0].paused.as_ref().unwrap().by, "lq-web: dashboard");
+    get(&app, r.location()).await.has("Queue mail paused.");
+
+    let r = post(&app, "/queues/mail/resume", &[("back", "overview")]).await;
+    assert_eq!(r.location(), "/?done=resume&queue=mail");
+    assert!(control::queues(&db.pool).await.unwrap()[0].paused.is_none());
+    get(&app, r.location()).await.has("Queue mail resumed.");
+
+    // A bad name or action: a page, not a 500.
+    post(&app, "/queues/bad%20name/pause", &[])
+        .await
+        .expect(StatusCode::BAD_REQUEST)
+        .has("invalid queue name");
+    post(&app, "/queues/mail/drain", &[])
+        .await
+        .expect(StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn every_action_and_every_refused_post_is_audit_logged() {
+    lq_tests::init_tracing();
+    let db = lq_tests::TestDb::new().await;
+    let app: Router = lq_web::router(
+        db.pool.clone(),
+        WebConfig::new().actions(true).authorize(support::ByHeader),
+    );
+    let ids = mails(&db, 2).await;
+    let user = format!("alice-{}", ids[0]);
+    let as_user = |path: &str, csrf: Csrf| {
+        let mut req = support::form_post(path, &[], csrf);
+        req.headers_mut()
+            .insert("x-test-access", "full".parse().unwrap());
+        req.headers_mut()
+            .insert("x-test-user", user.parse().unwrap());
+        req
+    };
+    send(
+        &app,
+        as_user(&format!("/jobs/{}/cancel", ids[0]), Csrf::Right),
+    )
+    .await
+    .expect(StatusCode::SEE_OTHER);
+    send(
+        &app,
+        as_user(&format!("/jobs/{}/cancel", ids[1]), Csrf::Missing),
+    )
+    .await
+    .expect(StatusCode::FORBIDDEN);
+
+    let mine = logged(|e| e.target == "lq_web::audit" && e.field("user") == Some(user.as_str()));
+    assert_eq!(mine.len(), 2, "{mine:#?}");
+    assert_eq!(mine[0].field("action"), Some("cancel"));
+    assert_eq!(
+        mine[0].field("target"),
+        Some(format!("job {}", ids[0]).as_str())
+    );
+    assert_eq!(mine[0].field("access"), Some("full"));
+    assert_eq!(mine[0].field("outcome"), Some("done"));
+    assert_eq!(
+        mine[1].field("action"),
+        Some(format!("POST /jobs/{}/cancel", ids[1]).as_str())
+    );
+    assert!(mine[1]
+        .field("outcome")
+        .unwrap()
+        .starts_with("refused: missing or wrong CSRF token"));
+}

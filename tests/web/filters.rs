@@ -1,0 +1,155 @@
+//! The jobs page's filters and keyset paging; bad filter values are 400 pages
+//! that say what is wrong.
+
+use axum::http::StatusCode;
+use lq_runtime::Job;
+
+use crate::{
+    jobs::{Mail, Report},
+    support::{self, get, mails, report, Resp},
+};
+
+/// The ids the page lists, in order (read from the rows' checkboxes).
+fn listed(page: &Resp) -> Vec<i64> {
+    page.body
+        .split(r#"name="ids" value=""#)
+        .skip(1)
+        .map(|rest| rest[..rest.find('"').unwrap()].parse().unwrap())
+        .collect()
+}
+
+/// The "Older" link's target, if there is one.
+fn older(page: &Resp) -> Option<String> {
+    let at = page.body.find(r#"id="older" href=""#)?;
+    let rest = &page.body[at + r#"id="older" href=""#.len()..];
+    Some(rest[..rest.find('"').unwrap()].replace("&amp;", "&"))
+}
+
+#[tokio::test]
+async fn filters_by_queue_kind_state_and_id() {
+    let (db, app) = support::full().await;
+    let m = mails(&db, 3).await;
+    let r = report(&db, "acme").await;
+    db.finish(m[0], "dead", 1.0).await;
+
+    assert_eq!(
+        listed(&get(&app, "/jobs?queue=mail").await),
+        [m[2], m[1], m[0]]
+    );
+    assert_eq!(listed(&get(&app, "/jobs?queue=default").await), [r]);
+    assert_eq!(
+        listed(&get(&app, &format!("/jobs?kind={}", Report::KIND)).await),
+        [r]
+    );
+    assert_eq!(
+        listed(&get(&app, &format!("/jobs?kind={}&state=queued", Mail::KIND)).await),
+        [m[2], m[1]]
+    );
+    assert_eq!(listed(&get(&app, "/jobs?state=dead").await), [m[0]]);
+    assert_eq!(
+        listed(&get(&app, &format!("/jobs?id={}", m[1])).await),
+        [m[1]]
+    );
+    // Blank fields (an empty filter form) filter nothing.
+    assert_eq!(listed(&get(&app, "/jobs?queue=&kind=&id=").await).len(), 4);
+    // The form shows the filter back.
+    get(&app, "/jobs?queue=mail&state=dead")
+        .await
+        .has(r#"name="queue" value="mail""#)
+        .has(r#"<input type="hidden" name="state" value="dead">"#);
+}
+
+#[tokio::test]
+async fn filters_by_payload_and_metadata_containment() {
+    let (db, app) = support::full().await;
+    let m = mails(&db, 3).await;
+    let acme = report(&db, "acme").await;
+    let _other = report(&db, "globex").await;
+
+    let q = |json: &str| form_urlencoded::byte_serialize(json.as_bytes()).collect::<String>();
+    assert_eq!(
+        listed(
+            &get(
+                &app,
+                &format!("/jobs?payload={}", q(r#"{"to": "user1@x"}"#))
+            )
+            .await
+        ),
+        [m[1]]
+    );
+    assert_eq!(
+        listed(&get(&app, &format!("/jobs?payload={}", q(r#"{"n": 2}"#))).await),
+        [m[2]]
+    );
+    assert_eq!(
+        listed(&get(&app, &format!("/jobs?meta={}", q(r#"{"tenant": "acme"}"#))).await),
+        [acme]
+    );
+    assert!(
+        listed(&get(&app, &format!("/jobs?meta={}", q(r#"{"tenant": "none"}"#))).await).is_empty()
+    );
+}
+
+#[tokio::test]
+async fn filters_by_age() {
+    let (db, app) = support::full().await;
+    let m = mails(&db, 3).await;
+    sqlx::query("update lq.jobs set created_at = now() - interval '2 hours' where id = $1")
+        .bind(m[0])
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(listed(&get(&app, "/jobs?older_than=1h").await), [m[0]]);
+    assert_eq!(
+        listed(&get(&app, "/jobs?newer_than=1h").await),
+        [m[2], m[1]]
+    );
+    assert!(listed(&get(&app, "/jobs?older_than=3h").await).is_empty());
+}
+
+#[tokio::test]
+async fn keyset_paging_walks_to_older_jobs_without_overlap() {
+    let (db, app) = support::full().await;
+    let ids = mails(&db, 120).await;
+    let newest_first: Vec<i64> = ids.iter().rev().copied().collect();
+
+    let first = get(&app, "/jobs?queue=mail").await;
+    assert_eq!(listed(&first), newest_first[..50]);
+    let next = older(&first).expect("an Older link");
+    assert_eq!(
+        next,
+        format!("/jobs?queue=mail&before={}", newest_first[49])
+    );
+    let second = get(&app, &next).await;
+    assert_eq!(listed(&second), newest_first[50..100]);
+    second.has("« Newest");
+    let third = get(&app, &older(&second).expect("a third page")).await;
+    assert_eq!(listed(&third), newest_first[100..]);
+    assert_eq!(older(&third), None, "the last page has no Older link");
+}
+
+#[tokio::test]
+async fn bad_filter_values_are_400_pages_that_say_what_is_wrong() {
+    let (_db, app) = support::full().await;
+    for (query, message) in [
+        (
+            "id=abc",
+            "id must be a job id (a whole number), not &quot;abc&quot;",
+        ),
+        (
+            "older_than=5x",
+            "older_than must be a duration like 90s, 15m, 2h or 7d, not &quot;5x&quot;",
+        ),
+        ("newer_than=soon", "newer_than must be a duration"),
+        ("payload=%7Bnope", "payload must be JSON"),
+        ("meta=%5B1%2C", "meta must be JSON"),
+        ("state=deadd", "unknown state &quot;deadd&quot;"),
+        ("before=x", "before must be a job id"),
+    ] {
+        get(&app, &format!("/jobs?{query}"))
+            .await
+            .expect(StatusCode::BAD_REQUEST)
+            .has(message)
+            .has(r#"role="alert""#);
+    }
+}

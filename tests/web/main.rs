@@ -1,0 +1,10 @@
+//! The dashboard (lq-web) over HTTP, driven in process with `oneshot` against a
+//! real PostgreSQL; each test has its own database.
+
+mod access;
+mod actions;
+mod filters;
+mod jobs;
+mod pages;
+mod standalone;
+mod support;

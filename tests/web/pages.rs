@@ -1,0 +1,392 @@
+//! Every GET route renders what the database holds; errors are pages with a
+//! status; headers, cookies and nesting hold on every page.
+
+use axum::{
+    body::Body,
+    http::{header, StatusCode},
+    Router,
+};
+use lq_core::db::stats::{stats_minute_add, StatsDelta};
+use lq_runtime::{control, Job};
+use lq_tests::TestDb;
+use lq_web::WebConfig;
+
+use crate::{
+    jobs::Mail,
+    support::{self, get, mails, post, request, send},
+};
+
+/// Two runtimes (`rt-a` the leader), a cron schedule, and a minute of rollup
+/// for the `mail` queue: 40 succeeded, 2 dead.
+async fn cluster(db: &TestDb) {
+    sqlx::raw_sql(
+        "insert into lq.runtimes (id, host, pid, version, queues, kinds, expires_at) values
+             ('rt-a', 'host-a', 101, '0.1.0', '{\"mail\": 4}', '{web.mail}', now() + interval '1 minute'),
+             ('rt-b', 'host-b', 202, '0.1.0', '{\"default\": 2}', '{web.report}', now() + interval '1 minute');
+         insert into lq.leader (holder, expires_at) values ('rt-a', now() + interval '1 minute');
+         insert into lq.cron_schedules (kind, last_tick, expr, tz, catch_up, queue, declared_by)
+             values ('web.nightly', date_trunc('hour', now()), '0 3 * * *', 'Europe/Paris', 'once', 'default', 'rt-a');",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    let mut conn = db.pool.acquire().await.unwrap();
+    let mut buckets = [0; 15];
+    buckets[3] = 42; // waits up to 50 ms
+    stats_minute_add(
+        &mut conn,
+        &[StatsDelta {
+            queue: "mail".into(),
+            kind: Mail::KIND.into(),
+            succeeded: 40,
+            dead: 2,
+            started: 42,
+            wait_seconds: 0.84,
+            wait_buckets: buckets,
+            ..StatsDelta::default()
+        }],
+    )
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn the_overview_shows_each_queue_its_charts_and_the_runtimes() {
+    let (db, app) = support::full().await;
+    let ids = mails(&db, 3).await;
+    db.finish(ids[0], "dead", 5.0).await;
+    control::pause_queue(&db.pool, "mail", "alice")
+        .await
+        .unwrap();
+    cluster(&db).await;
+
+    let page = get(&app, "/").await;
+    page.expect(StatusCode::OK)
+        .has("<title>Overview · lq</title>")
+        .has(r#"<tr data-queue="mail">"#)
+        .has(r#"<span class="badge paused">paused</span>"#)
+        // 2 queued, 1 dead, linked to the jobs they count
+        .has(r#"<a href="/jobs?queue=mail&amp;state=queued">2</a>"#)
+        .has(r#"<a href="/jobs?queue=mail&amp;state=dead">1</a>"#)
+        // the sparklines, from the rollup
+        .has(r#"aria-label="mail: 40 succeeded, 2 failed in the last hour""#)
+        .has("<polyline class=\"ok\"")
+        .has(r#"aria-label="mail: wait p99 50ms"#)
+        // the runtimes, the leader marked
+        .has(r#"<tr data-runtime="rt-a">"#)
+        .has(r#"<span class="badge leader">leader</span>"#)
+        .has("host-b")
+        // paused: the button resumes
+        .has(r#"action="/queues/mail/resume""#);
+    assert_eq!(
+        page.body.matches("badge leader").count(),
+        1,
+        "only rt-a leads"
+    );
+}
+
+#[tokio::test]
+async fn the_jobs_page_lists_jobs_with_state_tabs_and_their_counts() {
+    let (db, app) = support::full().await;
+    let ids = mails(&db, 4).await;
+    db.finish(ids[0], "dead", 5.0).await;
+    db.finish(ids[1], "succeeded", 5.0).await;
+
+    let page = get(&app, "/jobs").await;
+    page.expect(StatusCode::OK)
+        .has(r#"data-state="all">all <span class="n">4</span>"#)
+        .has(r#"data-state="queued">queued <span class="n">2</span>"#)
+        .has(r#"data-state="dead">dead <span class="n">1</span>"#)
+        .has(&format!(r#"<a href="/jobs/{}">{}</a>"#, ids[3], ids[3]))
+        .has(r#"<span class="badge state-dead">dead</span>"#)
+        .has("All 4 matching jobs");
+    let dead = get(&app, "/jobs?state=dead").await;
+    dead.expect(StatusCode::OK)
+        .has(&format!(r#"<a href="/jobs/{}">"#, ids[0]))
+        .lacks(&format!(r#"<a href="/jobs/{}">"#, ids[3]))
+        .has(r#"class="tab current" href="/jobs?state=dead""#);
+}
+
+#[tokio::test]
+async fn the_job_page_hides_the_payload_escapes_it_and_lists_every_error() {
+    let (db, app) = support::full().await;
+    let id = Mail {
+        to: "<script>alert(1)</script>".into(),
+        n: 7,
+    }
+    .enqueue(&db.pool)
+    .await
+    .unwrap()
+    .id;
+    sqlx::query(
+        r#"update lq.jobs set attempts = 2, errors = '[
+             {"attempt": 1, "at": "2024-05-01T10:00:00Z", "worker": "w-one", "error": "smtp timeout"},
+             {"attempt": 2, "at": "2024-05-01T10:05:00Z", "worker": "w-two", "error": "bad <b>address</b>"}
+           ]' where id = $1"#,
+    )
+    .bind(id)
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    db.finish(id, "dead", 1.0).await;
+
+    let page = get(&app, &format!("/jobs/{id}")).await;
+    page.expect(StatusCode::OK)
+        .has(&format!("Job {id}"))
+        .has(r#"<details id="payload"><summary>Payload</summary>"#)
+        .has("&lt;script&gt;alert(1)&lt;/script&gt;")
+        .lacks("<script>alert")
+        .has("2024-05-01 10:00:00")
+        .has("w-one")
+        .has("smtp timeout")
+        .has("w-two")
+        .has("bad &lt;b&gt;address&lt;/b&gt;")
+        .has(&format!(r#"action="/jobs/{id}/retry""#))
+        .has(&format!(r#"action="/jobs/{id}/delete""#))
+        .lacks(&format!(r#"action="/jobs/{id}/cancel""#));
+    assert!(
+        !page.body.contains("<details id=\"payload\" open"),
+        "the payload is closed by default"
+    );
+}
+
+#[tokio::test]
+async fn a_redaction_hook_edits_the_payload_shown() {
+    let db = TestDb::new().await;
+    fn hide(kind: &str, payload: &mut serde_json::Value) {
+        if kind == Mail::KIND {
+            payload["to"] = "(hidden)".into();
+        }
+    }
+    let app = lq_web::router(db.pool.clone(), WebConfig::new().redact(hide));
+    let id = mails(&db, 1).await[0];
+    get(&app, &format!("/jobs/{id}"))
+        .await
+        .expect(StatusCode::OK)
+        .has("(hidden)")
+        .lacks("user0@x");
+}
+
+#[tokio::test]
+async fn queues_cron_and_runtimes_pages_show_what_the_database_holds() {
+    let (db, app) = support::full().await;
+    mails(&db, 2).await;
+    control::pause_queue(&db.pool, "mail", "alice: outage")
+        .await
+        .unwrap();
+    cluster(&db).await;
+
+    get(&app, "/queues")
+        .await
+        .expect(StatusCode::OK)
+        .has(r#"<tr data-queue="mail">"#)
+        .has("alice: outage")
+        .has(r#"action="/queues/mail/resume""#);
+    let cron = get(&app, "/cron").await;
+    cron.expect(StatusCode::OK)
+        .has(r#"<tr data-kind="web.nightly">"#)
+        .has("<code>0 3 * * *</code>")
+        .has("Europe/Paris");
+    // the next fire is a time, not a dash
+    let row = &cron.body[cron.body.find("web.nightly").unwrap()..];
+    assert!(row.contains(r#"<td class="next"><time datetime="#), "{row}");
+    get(&app, "/runtimes")
+        .await
+        .expect(StatusCode::OK)
+        .has(r#"<tr data-runtime="rt-b">"#)
+        .has("mail×4")
+        .has("badge leader");
+}
+
+#[tokio::test]
+async fn health_stats_and_assets_answer() {
+    let (db, app) = support::full().await;
+    mails(&db, 2).await;
+    cluster(&db).await;
+
+    let health = get(&app, "/health").await;
+    health.expect(StatusCode::OK);
+    assert_eq!(health.body, "ok");
+    assert_eq!(get(&app, "/health?db=1").await.body, "ok");
+
+    let stats = get(&app, "/api/stats").await;
+    stats.expect(StatusCode::OK);
+    let v: serde_json::Value = serde_json::from_str(&stats.body).unwrap();
+    assert_eq!(v["queues"][0]["name"], "mail");
+    assert_eq!(v["queues"][0]["available"], 2);
+    assert_eq!(v["counts"][0]["state"], "queued");
+    assert_eq!(v["minutes"][0]["succeeded"], 40);
+    assert_eq!(v["minutes"][0]["wait_p99_secs"], 0.05);
+
+    for (path, kind, text) in [
+        ("/assets/lq.css", "text/css", ".state-dead"),
+        ("/assets/lq.js", "text/javascript", "visibilitychange"),
+    ] {
+        let r = get(&app, path).await;
+        r.expect(StatusCode::OK).has(text);
+        assert!(r.headers[header::CONTENT_TYPE]
+            .to_str()
+            .unwrap()
+            .starts_with(kind));
+        assert!(r.headers[header::CACHE_CONTROL]
+            .to_str()
+            .unwrap()
+            .contains("max-age=31536000"));
+    }
+}
+
+#[tokio::test]
+async fn every_page_carries_the_security_headers_and_a_csrf_token_its_forms_echo() {
+    let (db, app) = support::full().await;
+    let id = mails(&db, 1).await[0];
+    for path in [
+        "/",
+        "/jobs",
+        &format!("/jobs/{id}"),
+        "/queues",
+        "/cron",
+        "/runtimes",
+        "/nope",
+    ] {
+        let r = get(&app, path).await;
+        let h = |name: header::HeaderName| r.headers[name].to_str().unwrap().to_owned();
+        assert_eq!(
+            h(header::CONTENT_SECURITY_POLICY),
+            "default-src 'self'; frame-ancestors 'none'",
+            "{path}"
+        );
+        assert_eq!(h(header::X_CONTENT_TYPE_OPTIONS), "nosniff");
+        assert_eq!(h(header::REFERRER_POLICY), "same-origin");
+        assert_eq!(h(header::CACHE_CONTROL), "no-store");
+        assert!(!r.body.contains(" style="), "no inline style on {path}");
+        assert!(!r.body.contains(" onclick="), "no inline handler on {path}");
+    }
+    let page = get(&app, &format!("/jobs/{id}")).await;
+    let cookie = page
+        .cookies()
+        .into_iter()
+        .find(|c| c.starts_with("lq_csrf="))
+        .expect("a CSRF cookie");
+    assert!(
+        cookie.contains("HttpOnly")
+            && cookie.contains("SameSite=Strict")
+            && cookie.contains("Path=/")
+    );
+    let token = &cookie["lq_csrf=".len()..cookie.find(';').unwrap()];
+    page.has(&format!(r#"name="csrf" value="{token}""#));
+    // A request that has the cookie keeps it.
+    let again = send(
+        &app,
+        request("GET", "/jobs")
+            .header(header::COOKIE, format!("lq_csrf={token}"))
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    assert!(again.cookies().is_empty());
+    again.has(&format!(r#"name="csrf" value="{token}""#));
+}
+
+#[tokio::test]
+async fn a_refresh_gets_only_the_main_content() {
+    let (db, app) = support::full().await;
+    mails(&db, 1).await;
+    let full = get(&app, "/jobs").await;
+    full.has("<!DOCTYPE html>")
+        .has(r#"<body data-refresh="5">"#);
+    let part = send(
+        &app,
+        request("GET", "/jobs")
+            .header("lq-partial", "1")
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    part.expect(StatusCode::OK)
+        .lacks("<html")
+        .lacks("<nav aria-label")
+        .has("<h1>Jobs</h1>");
+}
+
+#[tokio::test]
+async fn unknown_jobs_and_paths_are_404_pages_and_bad_ids_400() {
+    let (_db, app) = support::full().await;
+    get(&app, "/jobs/999999")
+        .await
+        .expect(StatusCode::NOT_FOUND)
+        .has("job 999999 does not exist")
+        .has("<title>Not Found · lq</title>");
+    get(&app, "/jobs/abc")
+        .await
+        .expect(StatusCode::BAD_REQUEST)
+        .has("the job id must be a job id (a whole number), not &quot;abc&quot;");
+    get(&app, "/no/such/page")
+        .await
+        .expect(StatusCode::NOT_FOUND)
+        .has("there is no page /no/such/page");
+}
+
+#[tokio::test]
+async fn an_unreachable_database_is_a_503_page() {
+    // Nothing listens on port 1 (the pool retries until its acquire timeout).
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .acquire_timeout(std::time::Duration::from_millis(300))
+        .connect_lazy("postgres://postgres@127.0.0.1:1/none")
+        .unwrap();
+    let app = lq_web::router(pool, WebConfig::new());
+    for path in ["/", "/jobs", "/jobs/1", "/queues", "/cron", "/runtimes"] {
+        get(&app, path)
+            .await
+            .expect(StatusCode::SERVICE_UNAVAILABLE)
+            .has("the database is unavailable");
+    }
+    let health = get(&app, "/health?db=1").await;
+    health.expect(StatusCode::SERVICE_UNAVAILABLE);
+    assert!(
+        health.body.starts_with("database unavailable"),
+        "{}",
+        health.body
+    );
+    get(&app, "/health").await.expect(StatusCode::OK);
+}
+
+#[tokio::test]
+async fn nested_under_a_prefix_every_link_form_and_cookie_keeps_the_prefix() {
+    let (db, _) = support::full().await;
+    let ids = mails(&db, 1).await;
+    db.finish(ids[0], "dead", 1.0).await;
+    let app = Router::new().nest(
+        "/admin/lq",
+        lq_web::router(db.pool.clone(), WebConfig::new().actions(true)),
+    );
+
+    let page = get(&app, "/admin/lq/jobs").await;
+    page.expect(StatusCode::OK)
+        .has(&format!(r#"<a href="/admin/lq/jobs/{}">"#, ids[0]))
+        .has(r#"href="/admin/lq/assets/lq.css?v="#)
+        .has(r#"action="/admin/lq/jobs/bulk""#)
+        .has(r#"<a class="brand" href="/admin/lq">"#)
+        .lacks(r#"href="/jobs"#);
+    assert!(page.cookies()[0].contains("Path=/admin/lq;"));
+    get(&app, "/admin/lq")
+        .await
+        .expect(StatusCode::OK)
+        .has("Overview");
+    get(&app, "/admin/lq/assets/lq.js")
+        .await
+        .expect(StatusCode::OK);
+
+    let r = post(&app, &format!("/admin/lq/jobs/{}/retry", ids[0]), &[]).await;
+    r.expect(StatusCode::SEE_OTHER);
+    assert_eq!(
+        r.location(),
+        format!("/admin/lq/jobs/{}?done=retried", ids[0])
+    );
+    assert_eq!(support::state(&db, ids[0]).await.as_deref(), Some("queued"));
+
+    // Behind a proxy that strips a prefix: the configured base wins.
+    let proxied = lq_web::router(db.pool.clone(), WebConfig::new().base_path("/ops/queue/"));
+    get(&proxied, "/jobs")
+        .await
+        .has(&format!(r#"<a href="/ops/queue/jobs/{}">"#, ids[0]));
+}

@@ -1,0 +1,214 @@
+//! The standalone server's authentication (bearer token, login cookie, basic
+//! auth) and its refusal to start unprotected beyond loopback.
+
+use axum::{
+    body::Body,
+    http::{header, StatusCode},
+};
+use base64::Engine;
+use lq_web::{Error, ServeOptions};
+
+use crate::support::{self, form_post, get, mails, request, send, snapshot, Csrf};
+
+fn options() -> ServeOptions {
+    ServeOptions::new("127.0.0.1:0".parse().unwrap())
+}
+
+#[test]
+fn serving_beyond_loopback_needs_a_token_or_basic_auth() {
+    for bind in ["0.0.0.0:8080", "[::]:8080", "192.168.1.5:80"] {
+        let open = ServeOptions::new(bind.parse().unwrap());
+        let err = open.check().unwrap_err();
+        assert!(matches!(err, Error::Unprotected { .. }), "{bind}: {err}");
+        assert!(err.to_string().contains("without authentication"), "{err}");
+        assert!(open.clone().token(Some("t0ken".into())).check().is_ok());
+        assert!(open
+            .basic(Some(("ops".into(), "pw".into())))
+            .check()
+            .is_ok());
+    }
+    for bind in ["127.0.0.1:8080", "[::1]:8080"] {
+        assert!(
+            ServeOptions::new(bind.parse().unwrap()).check().is_ok(),
+            "{bind}"
+        );
+    }
+    assert!(matches!(
+        options().token(Some(String::new())).check(),
+        Err(Error::EmptySecret { what: "token" })
+    ));
+    assert!(matches!(
+        options().basic(Some(("ops".into(), String::new()))).check(),
+        Err(Error::EmptySecret { .. })
+    ));
+}
+
+#[tokio::test]
+async fn the_router_is_refused_too_when_unprotected() {
+    let db = lq_tests::TestDb::new().await;
+    let open = ServeOptions::new("0.0.0.0:8080".parse().unwrap());
+    assert!(matches!(
+        lq_web::standalone(db.pool.clone(), &open),
+        Err(Error::Unprotected { .. })
+    ));
+}
+
+#[tokio::test]
+async fn a_bearer_token_or_the_login_cookie_lets_in_and_nothing_else_does() {
+    let db = lq_tests::TestDb::new().await;
+    let id = mails(&db, 1).await[0];
+    let app = lq_web::standalone(
+        db.pool.clone(),
+        &options().token(Some("s3cret;x".into())).allow_actions(true),
+    )
+    .unwrap();
+    let with_auth = |value: &str| {
+        request("GET", "/jobs")
+            .header(header::AUTHORIZATION, value)
+            .body(Body::empty())
+            .unwrap()
+    };
+
+    get(&app, "/jobs")
+        .await
+        .expect(StatusCode::UNAUTHORIZED)
+        .has(r#"<a href="/login">"#)
+        .lacks("user0@x");
+    send(&app, with_auth("Bearer s3cret;x"))
+        .await
+        .expect(StatusCode::OK)
+        .has(&format!("/jobs/{id}"));
+    send(&app, with_auth("Bearer s3cret"))
+        .await
+        .expect(StatusCode::UNAUTHORIZED);
+    send(&app, with_auth("Bearer s3cret;xx"))
+        .await
+        .expect(StatusCode::UNAUTHORIZED);
+
+    // The login form, then its cookie.
+    let form = get(&app, "/login").await;
+    form.expect(StatusCode::OK).has(r#"name="token""#);
+    let wrong = send(
+        &app,
+        form_post("/login", &[("token", "guess")], Csrf::Right),
+    )
+    .await;
+    wrong.expect(StatusCode::UNAUTHORIZED).has("wrong token");
+    assert!(!wrong.cookies().iter().any(|c| c.starts_with("lq_token")));
+    send(
+        &app,
+        form_post("/login", &[("token", "s3cret;x")], Csrf::Missing),
+    )
+    .await
+    .expect(StatusCode::FORBIDDEN);
+    let ok = send(
+        &app,
+        form_post("/login", &[("token", "s3cret;x")], Csrf::Right),
+    )
+    .await;
+    ok.expect(StatusCode::SEE_OTHER);
+    assert_eq!(ok.location(), "/");
+    let cookie = ok
+        .cookies()
+        .into_iter()
+        .find(|c| c.starts_with("lq_token="))
+        .expect("a login cookie");
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
+    let value = &cookie[..cookie.find(';').unwrap()];
+    send(
+        &app,
+        request("GET", "/jobs")
+            .header(header::COOKIE, value)
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await
+    .expect(StatusCode::OK)
+    .has(r#"<span class="user">token</span>"#);
+    send(
+        &app,
+        request("GET", "/jobs")
+            .header(header::COOKIE, "lq_token=s3cret")
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await
+    .expect(StatusCode::UNAUTHORIZED);
+
+    // An action needs the token as well as the CSRF token.
+    let before = snapshot(&db).await;
+    let path = format!("/jobs/{id}/cancel");
+    send(&app, form_post(&path, &[], Csrf::Right))
+        .await
+        .expect(StatusCode::UNAUTHORIZED);
+    assert_eq!(snapshot(&db).await, before);
+    let mut req = form_post(&path, &[], Csrf::Right);
+    req.headers_mut()
+        .insert(header::AUTHORIZATION, "Bearer s3cret;x".parse().unwrap());
+    send(&app, req).await.expect(StatusCode::SEE_OTHER);
+    assert_eq!(support::state(&db, id).await.as_deref(), Some("cancelled"));
+}
+
+#[tokio::test]
+async fn basic_auth_lets_in_the_right_user_and_asks_everyone_else() {
+    let db = lq_tests::TestDb::new().await;
+    let id = mails(&db, 1).await[0];
+    let app = lq_web::standalone(
+        db.pool.clone(),
+        &options().basic(Some(("ops".into(), "pa:ss".into()))),
+    )
+    .unwrap();
+    let basic = |user_pass: &str| {
+        let encoded = base64::engine::general_purpose::STANDARD.encode(user_pass);
+        request("GET", "/")
+            .header(header::AUTHORIZATION, format!("Basic {encoded}"))
+            .body(Body::empty())
+            .unwrap()
+    };
+    let asked = get(&app, "/").await;
+    asked.expect(StatusCode::UNAUTHORIZED);
+    assert!(asked.headers[header::WWW_AUTHENTICATE]
+        .to_str()
+        .unwrap()
+        .starts_with("Basic realm="));
+    send(&app, basic("ops:pa:ss"))
+        .await
+        .expect(StatusCode::OK)
+        .has(r#"<span class="user">ops</span>"#);
+    send(&app, basic("ops:pa:s"))
+        .await
+        .expect(StatusCode::UNAUTHORIZED);
+    send(&app, basic("root:pa:ss"))
+        .await
+        .expect(StatusCode::UNAUTHORIZED);
+    get(&app, "/login").await.expect(StatusCode::UNAUTHORIZED);
+
+    // Read-only unless actions are allowed.
+    let before = snapshot(&db).await;
+    let mut req = form_post(&format!("/jobs/{id}/cancel"), &[], Csrf::Right);
+    let encoded = base64::engine::general_purpose::STANDARD.encode("ops:pa:ss");
+    req.headers_mut().insert(
+        header::AUTHORIZATION,
+        format!("Basic {encoded}").parse().unwrap(),
+    );
+    send(&app, req)
+        .await
+        .expect(StatusCode::FORBIDDEN)
+        .has("this dashboard is read-only");
+    assert_eq!(snapshot(&db).await, before);
+}
+
+#[tokio::test]
+async fn on_loopback_without_secrets_everyone_may_look() {
+    let db = lq_tests::TestDb::new().await;
+    mails(&db, 1).await;
+    let app = lq_web::standalone(db.pool.clone(), &options()).unwrap();
+    get(&app, "/jobs")
+        .await
+        .expect(StatusCode::OK)
+        .has("web.mail");
+    get(&app, "/login").await.expect(StatusCode::NOT_FOUND);
+}
