@@ -79,6 +79,8 @@ pub enum Command {
     Cron(commands::cron::CronCommand),
     /// Delete finished jobs older than their retention now.
     Prune(commands::prune::PruneArgs),
+    /// Serve the web dashboard (read-only unless --allow-actions).
+    Serve(commands::serve::ServeArgs),
 }
 
 /// Connects and runs `args`, printing to stdout (results) and stderr (errors);
@@ -117,6 +119,7 @@ pub async fn run_on(pool: &PgPool, format: Format, command: Command) -> ExitCode
         Command::Runtimes => commands::runtimes::run(pool, &out).await,
         Command::Cron(c) => commands::cron::run(pool, &out, c).await,
         Command::Prune(a) => commands::prune::run(pool, &out, a).await,
+        Command::Serve(a) => commands::serve::run(pool, a).await,
     };
     match result {
         Ok(Outcome::Clean) => ExitCode::SUCCESS,

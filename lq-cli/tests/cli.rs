@@ -308,3 +308,26 @@ async fn queues_runtimes_cron_and_doctor_show_the_cluster() {
         JobState::Queued
     );
 }
+
+#[tokio::test]
+async fn serve_refuses_to_listen_beyond_loopback_without_auth() {
+    let db = TestDb::new().await;
+    let (code, _, stderr) = lq(
+        &db,
+        &[
+            "serve",
+            "--bind",
+            "0.0.0.0:0",
+            "--token-env",
+            "LQ_TEST_UNSET_TOKEN",
+        ],
+    );
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("refusing to serve on 0.0.0.0:0 without authentication"),
+        "{stderr}"
+    );
+    let (code, _, stderr) = lq(&db, &["serve", "--basic", "nopassword"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("user:password"), "{stderr}");
+}

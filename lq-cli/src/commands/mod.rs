@@ -7,4 +7,5 @@ pub(crate) mod migrate;
 pub(crate) mod prune;
 pub(crate) mod queues;
 pub(crate) mod runtimes;
+pub(crate) mod serve;
 pub(crate) mod status;
