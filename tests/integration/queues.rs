@@ -149,3 +149,28 @@ async fn queue_control_refuses_bad_names_and_stores_any_note() {
     assert!(by.starts_with("nul\\0 and xxx"), "{by}");
     assert_eq!(by.len(), 200);
 }
+
+#[tokio::test]
+async fn an_idle_queue_a_runtime_serves_is_listed_so_it_can_be_paused_before_work_arrives() {
+    let db = TestDb::new().await;
+    let ledger = Ledger::default();
+    assert!(control::queues(&db.pool).await.unwrap().is_empty());
+    let rt = start_runtime(&db, "idle-q", 2, quick(), &ledger).await;
+    db.wait_for(
+        "the runtime to register",
+        "select exists (select from lq.runtimes)",
+        LIMIT,
+    )
+    .await;
+    let info = control::queues(&db.pool).await.unwrap();
+    let names: Vec<&str> = info.iter().map(|q| q.name.as_str()).collect();
+    assert_eq!(names, ["idle-q"]);
+    assert_eq!(
+        (info[0].available, info[0].scheduled, info[0].running),
+        (0, 0, 0)
+    );
+    assert!(info[0].paused.is_none());
+    rt.shutdown().await.unwrap();
+    // Gone with the runtime that served it (no jobs, no pause record).
+    assert!(control::queues(&db.pool).await.unwrap().is_empty());
+}

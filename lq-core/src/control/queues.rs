@@ -45,8 +45,8 @@ pub async fn resume_queue(pool: &PgPool, queue: &str) -> Result<bool, Error> {
     .await
 }
 
-/// Every queue with live jobs or a pause record, by name. Reads the live jobs
-/// only, never the history.
+/// Every queue with live jobs, a pause record or a live runtime serving it, by
+/// name. Reads the live jobs only, never the history.
 pub async fn queues(pool: &PgPool) -> Result<Vec<QueueInfo>, Error> {
     let rows = pinned(pool, "queue_overview", |conn| {
         Box::pin(async move { db::queues::queue_overview(conn).await })

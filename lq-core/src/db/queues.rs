@@ -53,9 +53,11 @@ pub struct QueueRow {
     pub oldest_available_secs: Option<f64>,
 }
 
-/// Every queue that has live jobs or a row in `lq.queues`, by name: its pause,
-/// its live jobs by state and how long its oldest available job has waited.
-/// Reads the live jobs only (`lq.jobs`), never the history.
+/// Every queue that has live jobs, a row in `lq.queues` or a live runtime
+/// serving it, by name: its pause, its live jobs by state and how long its
+/// oldest available job has waited. Reads the live jobs only (`lq.jobs`),
+/// never the history: an idle served queue is listed, with zeros, so it can be
+/// paused before work arrives.
 pub async fn queue_overview(conn: &mut PgConnection) -> Result<Vec<QueueRow>, Error> {
     sqlx::query_as(
         "with live as (
@@ -65,12 +67,19 @@ pub async fn queue_overview(conn: &mut PgConnection) -> Result<Vec<QueueRow>, Er
                  count(*) filter (where state = 'running') as running,
                  min(run_at) filter (where state = 'queued' and run_at <= now()) as oldest
              from lq.jobs group by queue
+         ),
+         names as (
+             select queue as name from live
+             union select name from lq.queues
+             union select jsonb_object_keys(queues) from lq.runtimes where expires_at > now()
          )
-         select coalesce(l.queue, q.name) as name, q.paused_at, q.paused_by,
+         select n.name, q.paused_at, q.paused_by,
              coalesce(l.available, 0) as available, coalesce(l.scheduled, 0) as scheduled,
              coalesce(l.running, 0) as running,
              extract(epoch from now() - l.oldest)::float8 as oldest_available_secs
-         from live l full join lq.queues q on q.name = l.queue
+         from names n
+         left join live l on l.queue = n.name
+         left join lq.queues q on q.name = n.name
          order by 1",
     )
     .fetch_all(&mut *conn)
