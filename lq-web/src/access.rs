@@ -25,6 +25,10 @@ pub enum Access {
 
 impl Access {
     /// A word for the page header and the audit log.
+    ///
+    /// ```
+    /// assert_eq!(lq_web::Access::ReadOnly.as_str(), "read-only");
+    /// ```
     pub fn as_str(self) -> &'static str {
         match self {
             Access::None => "none",

@@ -7,6 +7,12 @@ use crate::access::{Access, Authorize, Everyone};
 
 /// A payload redaction hook: called with the job's kind and its decoded payload
 /// before the job page shows it.
+///
+/// ```
+/// let hook: lq_web::Redact = |_kind, payload| *payload = serde_json::json!("(hidden)");
+/// let config = lq_web::WebConfig::new().redact(hook);
+/// # let _ = config;
+/// ```
 pub type Redact = fn(&str, &mut serde_json::Value);
 
 /// How the dashboard behaves. The defaults are the safe ones: read-only, every

@@ -8,6 +8,15 @@ use axum::http::StatusCode;
 use lq_core::sqlx;
 
 /// Why [`crate::serve`] could not start or stopped.
+///
+/// ```no_run
+/// # async fn f(pool: sqlx::PgPool) {
+/// let options = lq_web::ServeOptions::new("0.0.0.0:8080".parse().unwrap());
+/// if let Err(e) = lq_web::serve(pool, options).await {
+///     eprintln!("lq-web: {e}"); // refusing to serve on 0.0.0.0:8080 without authentication: ...
+/// }
+/// # }
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {

@@ -210,6 +210,18 @@ fn finish(mut response: Response, ctx: &Ctx, fresh_csrf: bool) -> Response {
     response
 }
 
+/// A 405 page: a GET of an action's address (a bookmarked form target), or a
+/// POST to a page.
+pub(crate) async fn method_not_allowed(ctx: Ctx) -> Response {
+    ctx.error(PageError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        format!(
+            "{} is not something to open here: actions are buttons on the pages",
+            ctx.path
+        ),
+    ))
+}
+
 /// A 404 page for a path the dashboard does not have.
 pub(crate) async fn not_found(ctx: Ctx) -> Response {
     ctx.error(PageError::not_found(format!(

@@ -171,6 +171,7 @@ pub(crate) fn build(pool: PgPool, config: WebConfig, login: Option<String>) -> R
         r = r.route("/login", get(serve::login_form).post(serve::login));
     }
     r.fallback(guard::not_found)
+        .method_not_allowed_fallback(guard::method_not_allowed)
         .layer(middleware::from_fn_with_state(shared.clone(), guard::guard))
         .with_state(shared)
 }

@@ -212,8 +212,14 @@ async fn health_stats_and_assets_answer() {
     let stats = get(&app, "/api/stats").await;
     stats.expect(StatusCode::OK);
     let v: serde_json::Value = serde_json::from_str(&stats.body).unwrap();
-    assert_eq!(v["queues"][0]["name"], "mail");
-    assert_eq!(v["queues"][0]["available"], 2);
+    let mail = v["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["name"] == "mail")
+        .expect("the mail queue");
+    assert_eq!(mail["available"], 2);
+    assert_eq!(mail["paused"], false);
     assert_eq!(v["counts"][0]["state"], "queued");
     assert_eq!(v["minutes"][0]["succeeded"], 40);
     assert_eq!(v["minutes"][0]["wait_p99_secs"], 0.05);
@@ -309,7 +315,7 @@ async fn a_refresh_gets_only_the_main_content() {
 }
 
 #[tokio::test]
-async fn unknown_jobs_and_paths_are_404_pages_and_bad_ids_400() {
+async fn unknown_jobs_and_paths_are_404_pages_bad_ids_400_and_gets_of_actions_405() {
     let (_db, app) = support::full().await;
     get(&app, "/jobs/999999")
         .await
@@ -324,6 +330,11 @@ async fn unknown_jobs_and_paths_are_404_pages_and_bad_ids_400() {
         .await
         .expect(StatusCode::NOT_FOUND)
         .has("there is no page /no/such/page");
+    // An action's address opened as a page: a page saying so, not a blank 405.
+    get(&app, "/jobs/1/retry")
+        .await
+        .expect(StatusCode::METHOD_NOT_ALLOWED)
+        .has("actions are buttons on the pages");
 }
 
 #[tokio::test]

@@ -49,6 +49,7 @@ pub(crate) async fn run(pool: &PgPool, args: ServeArgs) -> Result<Outcome, Failu
                 .unwrap_or_else(|_| "lq_web=info".into()),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .try_init();
     let token = std::env::var(&args.token_env)
         .ok()
