@@ -36,9 +36,12 @@ async fn fixture() -> (TestDb, Fixture) {
     (db, f)
 }
 
-/// Every POST route: a name, the path and fields of a valid request, and
-/// whether it changes anything when allowed.
-fn routes(f: &Fixture) -> Vec<(&'static str, String, Vec<(&'static str, String)>, bool)> {
+/// A POST route: a name, the path and fields of a valid request, and whether
+/// it changes anything when allowed.
+type PostRoute = (&'static str, String, Vec<(&'static str, String)>, bool);
+
+/// Every POST route.
+fn routes(f: &Fixture) -> Vec<PostRoute> {
     let id = |i: i64| i.to_string();
     vec![
         ("retry one", format!("/jobs/{}/retry", f.dead), vec![], true),
