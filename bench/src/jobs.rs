@@ -88,3 +88,75 @@ impl Sink {
         }
     }
 }
+
+/// Realistic work: sleeps 2–5 ms (an HTTP call, a query), fails `fail_pct` % of
+/// its attempts, and records how late each attempt started after its `run_at`.
+#[derive(Serialize, Deserialize, Job)]
+#[job(kind = "bench.work", max_attempts = 25, backoff = exponential(base = "200ms", max = "5s"))]
+pub struct Work {
+    pub n: u64,
+    pub fail_pct: u8,
+}
+
+impl Perform for Work {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        let late = (lq_runtime::chrono::Utc::now() - ctx.run_at())
+            .num_microseconds()
+            .unwrap_or(0);
+        if let Some(w) = ctx.try_state::<Arc<Waits>>() {
+            w.record(ctx.attempt(), late);
+        }
+        let began = Instant::now();
+        tokio::time::sleep(Duration::from_micros(fastrand::u64(2_000..=5_000))).await;
+        if let Some(w) = ctx.try_state::<Arc<Waits>>() {
+            w.slept(began.elapsed());
+        }
+        if fastrand::u8(..100) < self.fail_pct {
+            return Err("injected failure".into());
+        }
+        Ok(())
+    }
+}
+
+/// How late attempts started (microseconds), first attempts apart from retries.
+#[derive(Default)]
+pub struct Waits {
+    first: Mutex<Vec<i64>>,
+    retries: Mutex<Vec<i64>>,
+    /// Handler time actually spent (tokio's timer rounds sleeps up to whole
+    /// milliseconds), summed, in microseconds, and the attempts it covers.
+    slept: std::sync::atomic::AtomicU64,
+    attempts: std::sync::atomic::AtomicU64,
+}
+
+impl Waits {
+    fn slept(&self, d: Duration) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.slept.fetch_add(d.as_micros() as u64, Relaxed);
+        self.attempts.fetch_add(1, Relaxed);
+    }
+
+    /// The mean handler time, in seconds.
+    pub fn mean_handler_secs(&self) -> f64 {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.slept.load(Relaxed) as f64 / 1e6 / self.attempts.load(Relaxed).max(1) as f64
+    }
+
+    fn record(&self, attempt: u32, late_micros: i64) {
+        let v = if attempt <= 1 {
+            &self.first
+        } else {
+            &self.retries
+        };
+        v.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(late_micros);
+    }
+
+    /// Takes (first attempts, retries).
+    pub fn take(&self) -> (Vec<i64>, Vec<i64>) {
+        let take =
+            |m: &Mutex<Vec<i64>>| std::mem::take(&mut *m.lock().unwrap_or_else(|e| e.into_inner()));
+        (take(&self.first), take(&self.retries))
+    }
+}

@@ -1,7 +1,7 @@
 //! lq-bench: litequeue's benchmark program.
 //!
 //! `cargo run --release -p lq-bench -- [--quick] [--json out.json] [--md out.md]
-//! [--only enqueue,bulk,drain,latency,retained,startup,sustained]
+//! [--only enqueue,bulk,drain,work,latency,retained,startup,sustained]
 //! [--ceiling FILE | --ceiling-script PATH | --no-ceiling] [--ceiling-after-script PATH]
 //! [--no-paired] [--no-sweep]` (`--no-sweep`: the drain runs its shipped-defaults row only)
 //!
@@ -34,10 +34,11 @@ use scenarios::Ctx;
 /// Run order. The sustained runs come last: their four minutes of saturation
 /// leave gigabytes of disk writeback behind (every run also waits for writeback
 /// to finish first, see `writeback`).
-const SCENARIOS: [&str; 7] = [
+const SCENARIOS: [&str; 8] = [
     "enqueue",
     "bulk",
     "drain",
+    "work",
     "latency",
     "retained",
     "startup",
@@ -193,6 +194,7 @@ async fn main() -> Result<()> {
             "enqueue" => scenarios::enqueue_single::run(&mut ctx).await?,
             "bulk" => scenarios::enqueue_bulk::run(&mut ctx).await?,
             "drain" => scenarios::drain::run(&mut ctx).await?,
+            "work" => scenarios::work::run(&mut ctx).await?,
             "sustained" => scenarios::sustained::run(&mut ctx).await?,
             "latency" => scenarios::latency::run(&mut ctx).await?,
             "retained" => scenarios::retained::run(&mut ctx).await?,

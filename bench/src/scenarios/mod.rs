@@ -7,6 +7,7 @@ pub mod latency;
 pub mod retained;
 pub mod startup;
 pub mod sustained;
+pub mod work;
 
 use std::{
     future::Future,
