@@ -54,7 +54,13 @@ pub(crate) async fn guard(State(sh): State<Arc<Shared>>, req: Request, next: Nex
         access: granted.min(sh.config.cap()),
         user: sh.config.authorize.identity(&parts),
         partial: parts.headers.contains_key("lq-partial"),
-        refresh: sh.config.refresh,
+        // A page answering a POST (a confirmation, a bulk report) is not
+        // fetched again: its address does not GET the same page.
+        refresh: if parts.method == Method::GET {
+            sh.config.refresh
+        } else {
+            None
+        },
     };
     let open = path.starts_with("/assets/")
         || path == "/health"

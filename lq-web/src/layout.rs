@@ -55,6 +55,7 @@ pub(crate) fn shell(ctx: &Ctx, title: &str, body: Markup) -> Markup {
                     }
                 }
                 main #lq-main { (body) }
+                footer.page { "Times are UTC (database time). litequeue " (env!("CARGO_PKG_VERSION")) }
             }
         }
     }
@@ -67,7 +68,7 @@ pub(crate) fn state_badge(state: JobState) -> Markup {
 
 /// A database time, to the second, in UTC.
 pub(crate) fn time(t: DateTime<Utc>) -> Markup {
-    html! { time datetime=(t.to_rfc3339()) { (t.format("%Y-%m-%d %H:%M:%S")) } }
+    html! { time datetime=(t.to_rfc3339()) title="UTC" { (t.format("%Y-%m-%d %H:%M:%S")) } }
 }
 
 /// An optional time, or a dash.

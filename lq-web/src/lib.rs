@@ -108,6 +108,7 @@ mod bulk;
 mod charts;
 mod config;
 mod context;
+mod counts;
 mod error;
 mod guard;
 mod layout;
@@ -127,6 +128,8 @@ pub(crate) struct Shared {
     pub config: WebConfig,
     /// The standalone server's token, when its login form is served.
     pub login: Option<String>,
+    /// The pages' counts, kept for one refresh period.
+    pub counts: counts::CountCache,
 }
 
 /// The dashboard as a router, to nest under any path of an application (or to
@@ -148,10 +151,12 @@ pub fn router(pool: PgPool, config: WebConfig) -> Router {
 /// The router, with the standalone login form when `login` holds its token.
 pub(crate) fn build(pool: PgPool, config: WebConfig, login: Option<String>) -> Router {
     let has_login = login.is_some();
+    let ttl = config.refresh.unwrap_or(std::time::Duration::from_secs(5));
     let shared = Arc::new(Shared {
         pool,
         config,
         login,
+        counts: counts::CountCache::new(ttl),
     });
     let mut r = Router::new()
         .route("/", get(pages::overview::page))

@@ -161,7 +161,11 @@ async fn bulk_by_filter_confirms_the_servers_count_then_acts_on_those_jobs_only(
         .expect(StatusCode::OK)
         .has("Retry 4 jobs matching state dead, queue mail?")
         .has(r#"name="confirm" value="4""#)
-        .has(&format!(r#"name="upto" value="{}""#, ids[3]));
+        .has(&format!(r#"name="upto" value="{}""#, ids[3]))
+        // Answering a POST: the page must not refresh itself (its address does
+        // not GET it again).
+        .has("<body>")
+        .lacks("data-refresh");
     assert_eq!(snapshot(&db).await, before);
 
     // A job that dies after the count is not acted on.
@@ -173,7 +177,8 @@ async fn bulk_by_filter_confirms_the_servers_count_then_acts_on_those_jobs_only(
         .await
         .expect(StatusCode::OK)
         .has("Retried 4 of 4 jobs matching state dead, queue mail")
-        .has("None refused.");
+        .has("None refused.")
+        .lacks("data-refresh");
     for id in &ids[..4] {
         assert_eq!(state(&db, *id).await.as_deref(), Some("queued"));
     }

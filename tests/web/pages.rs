@@ -401,3 +401,36 @@ async fn nested_under_a_prefix_every_link_form_and_cookie_keeps_the_prefix() {
         .await
         .has(&format!(r#"<a href="/ops/queue/jobs/{}">"#, ids[0]));
 }
+
+#[tokio::test]
+async fn counts_are_kept_for_a_refresh_period_but_a_bulk_confirmation_counts_afresh() {
+    let db = TestDb::new().await;
+    // A long period, so the second look below falls inside it.
+    let app = lq_web::router(
+        db.pool.clone(),
+        WebConfig::new()
+            .actions(true)
+            .refresh(std::time::Duration::from_secs(600)),
+    );
+    mails(&db, 3).await;
+    get(&app, "/jobs")
+        .await
+        .has(r#"queued <span class="n">3</span>"#);
+    mails(&db, 2).await;
+    // The tabs show the count taken a moment ago; the list is read afresh.
+    let again = get(&app, "/jobs").await;
+    again.has(r#"queued <span class="n">3</span>"#);
+    assert_eq!(again.body.matches(r#"name="ids""#).count(), 5);
+    // What an action would act on is always counted now.
+    post(
+        &app,
+        "/jobs/bulk",
+        &[
+            ("action", "cancel"),
+            ("all_matching", "1"),
+            ("state", "queued"),
+        ],
+    )
+    .await
+    .has("Cancel 5 jobs matching state queued?");
+}

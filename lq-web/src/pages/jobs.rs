@@ -38,7 +38,11 @@ async fn body(ctx: &Ctx, sh: &Shared, q: &Pairs) -> Result<Markup, PageError> {
     let rows = control::list(&sh.pool, &listed, PAGE).await?;
     // Counts per state for the tabs: the filter without its state.
     let mut per_state: BTreeMap<&'static str, u64> = BTreeMap::new();
-    for c in control::count(&sh.pool, &filter.with_state(None).to_job_filter()).await? {
+    for c in sh
+        .counts
+        .count(&sh.pool, &filter.with_state(None).to_job_filter())
+        .await?
+    {
         *per_state.entry(c.state.as_str()).or_default() += c.count;
     }
     let all: u64 = per_state.values().sum();
@@ -57,14 +61,16 @@ async fn body(ctx: &Ctx, sh: &Shared, q: &Pairs) -> Result<Markup, PageError> {
                 (tab(ctx, &filter, Some(s), per_state.get(s.as_str()).copied().unwrap_or(0)))
             }
         }
+        // Above the table: acting on everything the filter matches is what an
+        // operator comes for after an incident, not only on the page shown.
+        @if ctx.can_act() && matching > 0 {
+            (all_matching_form(ctx, &filter, matching))
+        }
         @if rows.is_empty() {
             p.empty { "No jobs match." }
         } @else {
             (table(ctx, &rows))
             (pager(ctx, &filter, before, &rows))
-        }
-        @if ctx.can_act() && matching > 0 {
-            (all_matching_form(ctx, &filter, matching))
         }
     })
 }

@@ -30,7 +30,11 @@ pub(crate) async fn page(ctx: Ctx, State(sh): State<Arc<Shared>>, uri: Uri) -> R
 async fn body(ctx: &Ctx, sh: &Shared, q: &Pairs) -> Result<Markup, PageError> {
     let live = control::queues(&sh.pool).await?;
     let mut dead: BTreeMap<String, u64> = BTreeMap::new();
-    for c in control::count(&sh.pool, &JobFilter::new().state(JobState::Dead)).await? {
+    for c in sh
+        .counts
+        .count(&sh.pool, &JobFilter::new().state(JobState::Dead))
+        .await?
+    {
         *dead.entry(c.queue).or_default() += c.count;
     }
     let hour = charts::by_queue(&control::stats(&sh.pool, HOUR).await?, chrono::Utc::now());
