@@ -92,6 +92,18 @@ impl Ceiling {
     pub fn drain_batch1(&self) -> Option<&Row> {
         self.find("drain claim_then_update batch=1", 4)
     }
+
+    /// Claim, then delete the batch, batch 100 (4 clients): the shape of
+    /// litequeue's drain, which deletes finished jobs from `lq.jobs`.
+    pub fn drain_delete_100(&self) -> Option<&Row> {
+        self.find("drain claim_then_delete batch=100", 4)
+    }
+
+    /// The one-statement bound: the acknowledgement of one batch and the claim
+    /// of the next in one statement, batch 100 (4 clients; full ceiling only).
+    pub fn drain_one_statement_100(&self) -> Option<&Row> {
+        self.find("drain claim_delete_1tx batch=100", 4)
+    }
 }
 
 fn drain_batch(r: &Row) -> f64 {
@@ -102,14 +114,21 @@ fn drain_batch(r: &Row) -> f64 {
         .unwrap_or(1.0)
 }
 
-/// Runs `script quick` against the server of `admin`, returning its stdout.
+/// Runs `script quick` (or `full` when `LQ_CEILING_MODE=full`: it adds the
+/// one-statement drain bound) against the server of `admin`, returning its
+/// stdout.
 pub fn run(script: &Path, admin: &PgConnectOptions) -> Result<String> {
+    let mode = match std::env::var("LQ_CEILING_MODE").as_deref() {
+        Ok("full") => "full",
+        _ => "quick",
+    };
     eprintln!(
-        "ceiling: running {} quick (about 2 minutes)",
-        script.display()
+        "ceiling: running {} {mode} (about {} minutes)",
+        script.display(),
+        if mode == "full" { 6 } else { 2 }
     );
     let out = Command::new(script)
-        .arg("quick")
+        .arg(mode)
         .env("PGHOST", admin.get_host())
         .env("PGPORT", admin.get_port().to_string())
         .env("PGUSER", admin.get_username())

@@ -1,7 +1,8 @@
 //! lq-bench: litequeue's benchmark program.
 //!
 //! `cargo run --release -p lq-bench -- [--quick] [--json out.json] [--md out.md]
-//! [--only enqueue,bulk,drain,work,latency,retained,startup,sustained]
+//! [--only enqueue,bulk,drain,work,latency,retained,startup,sustained,curves]
+//! (`curves`, the cost curves, runs only when named)
 //! [--ceiling FILE | --ceiling-script PATH | --no-ceiling] [--ceiling-after-script PATH]
 //! [--no-paired] [--no-sweep]` (`--no-sweep`: the drain runs its shipped-defaults row only)
 //!
@@ -34,7 +35,7 @@ use scenarios::Ctx;
 /// Run order. The sustained runs come last: their four minutes of saturation
 /// leave gigabytes of disk writeback behind (every run also waits for writeback
 /// to finish first, see `writeback`).
-const SCENARIOS: [&str; 8] = [
+const SCENARIOS: [&str; 9] = [
     "enqueue",
     "bulk",
     "drain",
@@ -43,7 +44,11 @@ const SCENARIOS: [&str; 8] = [
     "retained",
     "startup",
     "sustained",
+    "curves",
 ];
+
+/// Scenarios run only when named in `--only` (they take long).
+const OPT_IN: [&str; 1] = ["curves"];
 
 struct Args {
     quick: bool,
@@ -63,7 +68,11 @@ fn args() -> Result<Args> {
         quick: false,
         json: None,
         md: None,
-        only: SCENARIOS.iter().map(|s| s.to_string()).collect(),
+        only: SCENARIOS
+            .iter()
+            .filter(|s| !OPT_IN.contains(s))
+            .map(|s| s.to_string())
+            .collect(),
         ceiling_file: None,
         ceiling_script: None,
         ceiling_after_script: None,
@@ -195,6 +204,7 @@ async fn main() -> Result<()> {
             "bulk" => scenarios::enqueue_bulk::run(&mut ctx).await?,
             "drain" => scenarios::drain::run(&mut ctx).await?,
             "work" => scenarios::work::run(&mut ctx).await?,
+            "curves" => scenarios::curves::run(&mut ctx).await?,
             "sustained" => scenarios::sustained::run(&mut ctx).await?,
             "latency" => scenarios::latency::run(&mut ctx).await?,
             "retained" => scenarios::retained::run(&mut ctx).await?,

@@ -1,5 +1,6 @@
 //! One scenario per file; [`Ctx`] carries what they share.
 
+pub mod curves;
 pub mod drain;
 pub mod enqueue_bulk;
 pub mod enqueue_single;
