@@ -84,14 +84,26 @@ impl From<lq_core::Error> for PageError {
             E::InvalidName { .. } => StatusCode::BAD_REQUEST,
             E::Timeout { .. } => StatusCode::SERVICE_UNAVAILABLE,
             E::Database { source, .. } if unreachable(source) => StatusCode::SERVICE_UNAVAILABLE,
+            E::Database { source, .. } if lacks_grant(source) => StatusCode::FORBIDDEN,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
         let mut message = lq_core::chain(&e);
         if status == StatusCode::SERVICE_UNAVAILABLE {
             message = format!("the database is unavailable: {message}");
+        } else if status == StatusCode::FORBIDDEN {
+            message = format!(
+                "the dashboard's database role may not do this: {message} \
+                 (docs/roles.md lists the operator's grants)"
+            );
         }
         Self { status, message }
     }
+}
+
+/// True for PostgreSQL's `insufficient_privilege` (42501): the pool's role
+/// lacks a grant (a read-only operator's dashboard with actions on).
+fn lacks_grant(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(d) if d.code().as_deref() == Some("42501"))
 }
 
 /// True for a driver error that means "no answer from the database" rather

@@ -4,6 +4,7 @@
 mod access;
 mod actions;
 mod filters;
+mod grants;
 mod jobs;
 mod pages;
 mod standalone;

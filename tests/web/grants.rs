@@ -1,0 +1,95 @@
+//! A dashboard whose database role has too few grants: a read-only operator's
+//! role (SELECT only) with actions switched on. Pages work; an action is a 403
+//! page naming the missing grant, and nothing changes.
+
+use std::str::FromStr;
+
+use axum::http::StatusCode;
+use lq_tests::{admin_url, TestDb};
+use lq_web::WebConfig;
+use sqlx::{postgres::PgConnectOptions, Connection, PgConnection};
+
+use crate::support::{get, mails, post, snapshot};
+
+/// SELECT on every table, as docs/roles.md's read-only operator.
+const READER_GRANTS: &str = "
+    grant usage on schema lq to {role};
+    grant select on lq.jobs, lq.finished_jobs, lq.all_jobs, lq.queues, lq.runtimes, lq.leader,
+        lq.stats_minute, lq.cron_schedules, lq.cron_ticks, lq.schema_migrations to {role};";
+
+/// A login role dropped (with its grants) when the value drops.
+struct Role(String);
+
+impl Role {
+    async fn create(db: &TestDb) -> Self {
+        let name = format!("lq_web_ro_{:08x}", fastrand::u32(..));
+        let mut admin = PgConnection::connect(&admin_url()).await.unwrap();
+        sqlx::raw_sql(&format!("create role {name} login"))
+            .execute(&mut admin)
+            .await
+            .unwrap();
+        admin.close().await.ok();
+        sqlx::raw_sql(&READER_GRANTS.replace("{role}", &name))
+            .execute(&db.pool)
+            .await
+            .unwrap();
+        Self(name)
+    }
+}
+
+impl Drop for Role {
+    fn drop(&mut self) {
+        lq_tests::run_as_admin_from_drop(vec![format!("drop role if exists {}", self.0)]);
+    }
+}
+
+#[tokio::test]
+async fn a_role_with_select_only_sees_everything_and_its_actions_are_refused_with_the_grant_named()
+{
+    let db = TestDb::new().await;
+    let role = Role::create(&db).await;
+    let ids = mails(&db, 3).await;
+    db.finish(ids[0], "dead", 1.0).await;
+    let reader = sqlx::PgPool::connect_with(
+        PgConnectOptions::from_str(&db.url)
+            .unwrap()
+            .username(&role.0),
+    )
+    .await
+    .unwrap();
+    let app = lq_web::router(reader.clone(), WebConfig::new().actions(true));
+
+    for page in [
+        "/",
+        "/jobs",
+        &format!("/jobs/{}", ids[0]),
+        "/queues",
+        "/cron",
+        "/runtimes",
+    ] {
+        get(&app, page).await.expect(StatusCode::OK);
+    }
+    let before = snapshot(&db).await;
+    let (second, third) = (ids[1].to_string(), ids[2].to_string());
+    for (path, fields) in [
+        (format!("/jobs/{}/retry", ids[0]), vec![]),
+        (format!("/jobs/{}/cancel", ids[1]), vec![]),
+        (
+            "/jobs/bulk".to_owned(),
+            vec![("action", "delete"), ("ids", &second), ("ids", &third)],
+        ),
+        ("/queues/mail/pause".to_owned(), vec![]),
+    ] {
+        post(&app, &path, &fields)
+            .await
+            .expect(StatusCode::FORBIDDEN)
+            .has("permission denied")
+            .has("docs/roles.md");
+    }
+    assert_eq!(
+        snapshot(&db).await,
+        before,
+        "a refused action changed something"
+    );
+    reader.close().await;
+}
