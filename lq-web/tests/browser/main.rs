@@ -262,11 +262,26 @@ async fn retry_the_dead_of_one_kind(db: &TestDb, browser: &Browser, base: &str) 
     let filters = client.form(Locator::Css("form.filters")).await.unwrap();
     filters.set_by_name("kind", "mail.send").await.unwrap();
     filters.submit().await.unwrap();
-    let url = client.current_url().await.unwrap();
-    assert!(
-        url.as_str().contains("kind=mail.send"),
-        "the filter did not apply: {url}"
-    );
+    // The submit returns before the browser has navigated: wait for the
+    // filtered page's address.
+    let started = std::time::Instant::now();
+    loop {
+        let url = client.current_url().await.unwrap();
+        if url.as_str().contains("kind=mail.send") {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(15),
+            "the filter did not apply: {url}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    client
+        .wait()
+        .at_most(Duration::from_secs(15))
+        .for_element(Locator::Css("form.all-matching"))
+        .await
+        .expect("the filtered page");
     browser.screenshot("flow-1-filtered").await;
 
     client
@@ -302,7 +317,9 @@ async fn retry_the_dead_of_one_kind(db: &TestDb, browser: &Browser, base: &str) 
         .await
         .unwrap();
     let result = client
-        .find(Locator::Css("#bulk-result"))
+        .wait()
+        .at_most(Duration::from_secs(60))
+        .for_element(Locator::Css("#bulk-result"))
         .await
         .expect("a result")
         .text()
