@@ -43,6 +43,31 @@ async fn text(client: &Client) -> String {
         .expect("its text")
 }
 
+/// The text of the element `css` selects, once the page shows it (a click's
+/// navigation ends after the click returns).
+async fn shown(client: &Client, css: &str) -> String {
+    client
+        .wait()
+        .at_most(Duration::from_secs(60))
+        .for_element(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("{css} never appeared: {e}"))
+        .text()
+        .await
+        .unwrap()
+}
+
+/// Clicks the element `css` selects.
+async fn click(client: &Client, css: &str) {
+    client
+        .find(Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("no {css}: {e}"))
+        .click()
+        .await
+        .unwrap();
+}
+
 /// The first whole number in `s`, thousands separators allowed.
 fn first_number(s: &str) -> u64 {
     let digits: String = s
@@ -276,30 +301,11 @@ async fn retry_the_dead_of_one_kind(db: &TestDb, browser: &Browser, base: &str) 
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    client
-        .wait()
-        .at_most(Duration::from_secs(15))
-        .for_element(Locator::Css("form.all-matching"))
-        .await
-        .expect("the filtered page");
+    shown(client, "form.all-matching").await;
     browser.screenshot("flow-1-filtered").await;
 
-    client
-        .find(Locator::Css("form.all-matching button[value=retry]"))
-        .await
-        .expect("a retry-all-matching button")
-        .click()
-        .await
-        .unwrap();
-    let question = client
-        .wait()
-        .at_most(Duration::from_secs(20))
-        .for_element(Locator::Css("#confirm-question"))
-        .await
-        .expect("a confirmation")
-        .text()
-        .await
-        .unwrap();
+    click(client, "form.all-matching button[value=retry]").await;
+    let question = shown(client, "#confirm-question").await;
     let dead_now = count(
         db,
         "select count(*) from lq.all_jobs where kind = 'mail.send' and state = 'dead'",
@@ -309,22 +315,8 @@ async fn retry_the_dead_of_one_kind(db: &TestDb, browser: &Browser, base: &str) 
     assert_eq!(dead_now as u64, seed::EMAILS_BOUNCED);
     browser.screenshot("flow-2-confirm").await;
 
-    client
-        .find(Locator::Css("form.confirm button[name=confirm]"))
-        .await
-        .expect("a confirm button")
-        .click()
-        .await
-        .unwrap();
-    let result = client
-        .wait()
-        .at_most(Duration::from_secs(60))
-        .for_element(Locator::Css("#bulk-result"))
-        .await
-        .expect("a result")
-        .text()
-        .await
-        .unwrap();
+    click(client, "form.confirm button[name=confirm]").await;
+    let result = shown(client, "#bulk-result").await;
     assert!(result.contains(&grouped(seed::EMAILS_BOUNCED)), "{result}");
     browser.screenshot("flow-3-result").await;
 
