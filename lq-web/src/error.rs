@@ -84,12 +84,18 @@ impl From<lq_core::Error> for PageError {
             E::InvalidName { .. } => StatusCode::BAD_REQUEST,
             E::Timeout { .. } => StatusCode::SERVICE_UNAVAILABLE,
             E::Database { source, .. } if unreachable(source) => StatusCode::SERVICE_UNAVAILABLE,
-            E::Database { source, .. } if lacks_grant(source) => StatusCode::FORBIDDEN,
+            E::Database { source, .. } if lacks_grant(source) || read_only(source) => {
+                StatusCode::FORBIDDEN
+            }
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
         let mut message = lq_core::chain(&e);
         if status == StatusCode::SERVICE_UNAVAILABLE {
             message = format!("the database is unavailable: {message}");
+        } else if matches!(&e, E::Database { source, .. } if read_only(source)) {
+            message = format!(
+                "the database is read-only here (a standby, or default_transaction_read_only): {message}"
+            );
         } else if status == StatusCode::FORBIDDEN {
             message = format!(
                 "the dashboard's database role may not do this: {message} \
@@ -104,6 +110,12 @@ impl From<lq_core::Error> for PageError {
 /// lacks a grant (a read-only operator's dashboard with actions on).
 fn lacks_grant(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Database(d) if d.code().as_deref() == Some("42501"))
+}
+
+/// True for PostgreSQL's `read_only_sql_transaction` (25006): a standby, or a
+/// session with `default_transaction_read_only` on.
+fn read_only(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(d) if d.code().as_deref() == Some("25006"))
 }
 
 /// True for a driver error that means "no answer from the database" rather

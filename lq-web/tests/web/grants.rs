@@ -1,6 +1,6 @@
-//! A dashboard whose database role has too few grants: a read-only operator's
-//! role (SELECT only) with actions switched on. Pages work; an action is a 403
-//! page naming the missing grant, and nothing changes.
+//! A dashboard whose database refuses writes: a read-only operator's role
+//! (SELECT only), or a read-only session (a standby), with actions switched on.
+//! Pages work; an action is a 403 page saying why, and nothing changes.
 
 use std::str::FromStr;
 
@@ -92,4 +92,32 @@ async fn a_role_with_select_only_sees_everything_and_its_actions_are_refused_wit
         "a refused action changed something"
     );
     reader.close().await;
+}
+
+#[tokio::test]
+async fn a_read_only_database_session_refuses_actions_with_a_page_that_says_so() {
+    let db = TestDb::new().await;
+    let ids = mails(&db, 2).await;
+    db.finish(ids[0], "dead", 1.0).await;
+    // As on a standby, or a role with default_transaction_read_only.
+    let read_only = sqlx::PgPool::connect_with(
+        PgConnectOptions::from_str(&db.url)
+            .unwrap()
+            .options([("default_transaction_read_only", "on")]),
+    )
+    .await
+    .unwrap();
+    let app = lq_web::router(read_only.clone(), WebConfig::new().actions(true));
+    get(&app, "/jobs?state=dead").await.expect(StatusCode::OK);
+    let before = snapshot(&db).await;
+    post(&app, &format!("/jobs/{}/retry", ids[0]), &[])
+        .await
+        .expect(StatusCode::FORBIDDEN)
+        .has("the database is read-only here");
+    post(&app, "/queues/mail/pause", &[])
+        .await
+        .expect(StatusCode::FORBIDDEN)
+        .has("read-only");
+    assert_eq!(snapshot(&db).await, before);
+    read_only.close().await;
 }
