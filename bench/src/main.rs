@@ -16,6 +16,9 @@
 //! own SQL file with pgbench right before each of their runs and report the ratio
 //! per pair (`paired`; off with `--no-paired`). `scripts/bench` is the one command
 //! that runs it all.
+//!
+//! `lq-bench --runtime-child CONCURRENCY` is a hidden mode: one runtime process of
+//! the curves scenario, started by lq-bench itself (see `scenarios::curves::child`).
 
 mod ceiling;
 mod cpu;
@@ -148,15 +151,40 @@ fn load_ceiling(a: &Args, admin_url: &str) -> Result<Option<ceiling::Ceiling>> {
     Ok(Some(ceiling::Ceiling::parse(&text)))
 }
 
+/// The server's admin database: DATABASE_URL, else the local default.
+fn admin_url() -> String {
+    std::env::var("DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
+}
+
+/// Logs (RUST_LOG, default warnings) to stdout, or to stderr in a runtime
+/// process, whose stdout is its protocol; plus the curves' claim timer, which
+/// sees nothing until the curves turn it on.
+fn init_tracing(child: bool) {
+    use tracing_subscriber::{layer::SubscriberExt, util::SubscriberInitExt, Layer};
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| "warn,sqlx::query=error".into());
+    let fmt = tracing_subscriber::fmt::layer();
+    let fmt = if child {
+        fmt.with_writer(std::io::stderr).with_filter(filter).boxed()
+    } else {
+        fmt.with_filter(filter).boxed()
+    };
+    tracing_subscriber::registry()
+        .with(fmt)
+        .with(scenarios::curves::claims::layer())
+        .init();
+}
+
 #[tokio::main]
 async fn main() -> Result<()> {
     jobs::now_ns(); // fix the monotonic base
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "warn,sqlx::query=error".into()),
-        )
-        .init();
+    let argv: Vec<String> = std::env::args().collect();
+    let child = argv.get(1).map(String::as_str) == Some(scenarios::curves::child::FLAG);
+    init_tracing(child);
+    if child {
+        return scenarios::curves::child::main(&admin_url(), &argv[2..]).await;
+    }
     let a = args()?;
     #[cfg(feature = "observability")]
     {
@@ -166,8 +194,7 @@ async fn main() -> Result<()> {
         std::mem::forget(handle);
         eprintln!("lq-bench: built with the observability features (metrics recorder installed)");
     }
-    let admin_url = std::env::var("DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    let admin_url = admin_url();
     let ceiling = load_ceiling(&a, &admin_url)?;
     let (opts, pool) = db::create(&admin_url).await?;
     let paired = if a.no_paired {

@@ -4,27 +4,93 @@
 //! - payload size: 100 B, 10 kB, 100 kB;
 //! - queues: 1, 100, 1,000 served by one runtime — idle polling cost (commits
 //!   per second with nothing to do) and a drain spread over all of them;
-//! - backlog: the first 100,000 jobs of a backlog of 200k and 2M;
-//! - runtimes sharing one server: 1, 4, 16 (in this one process, each with its
-//!   own pool, as separate deployments would have).
+//! - backlog: the first 100,000 jobs of a backlog of 200k, 2M and 10M;
+//! - runtimes sharing one server: 1, 4, 16 separate OS processes (this program
+//!   re-executed in its child mode, see [`child`]) draining one backlog.
+//!
+//! Every point reports jobs/s, commits per job (the harness's own statements
+//! left out), the claim latency as the runtime sees it (see [`claims`]) and
+//! what the bench database's sessions waited on (see [`watch`]).
+//!
+//! For development, `LQ_BENCH_CURVES_DIV=N` divides every size by N (and
+//! shortens the idle windows), and `LQ_BENCH_CURVES_ONLY=payloads,queues,
+//! backlogs,runtimes` runs only the curves named.
 
-use std::{
-    sync::{
-        atomic::{AtomicBool, Ordering},
-        Arc,
-    },
-    time::{Duration, Instant},
-};
+pub mod child;
+pub mod claims;
+pub mod watch;
 
-use anyhow::{ensure, Result};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, ensure, Result};
 use lq_runtime::{Runtime, RuntimeConfig};
-use serde_json::json;
+use serde_json::{json, Value};
 
 use super::{announce, Ctx, DEFAULT_CONCURRENCY, QUEUE};
-use crate::{db, stats::thousands};
+use crate::{
+    cpu::CpuSnap,
+    db,
+    stats::{percentile, thousands},
+};
+use child::{Child, ChildReport};
+use claims::Latency;
+use watch::{Waits, Watch};
 
-/// Fills `n` no-op jobs of `payload_bytes` each over `queues` (round robin).
+/// Longest a drain may take before the point fails.
+const LIMIT: Duration = Duration::from_secs(300);
+/// Rows per prefill statement (a 10M backlog goes in ten statements).
+const PREFILL_CHUNK: u64 = 1_000_000;
+/// Wait labels shown per point in the table (more in the JSON details).
+const TOP_WAITS: usize = 3;
+
+/// `LQ_BENCH_CURVES_DIV`: every size is divided by it (1 when unset).
+fn div() -> u64 {
+    std::env::var("LQ_BENCH_CURVES_DIV")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|d| *d >= 1)
+        .unwrap_or(1)
+}
+
+/// `n` divided by [`div`].
+fn scaled(n: u64) -> u64 {
+    (n / div()).max(1)
+}
+
+/// Whether `curve` runs: all of them unless `LQ_BENCH_CURVES_ONLY` names others.
+fn wanted(curve: &str) -> bool {
+    std::env::var("LQ_BENCH_CURVES_ONLY").map_or(true, |v| v.split(',').any(|c| c.trim() == curve))
+}
+
+/// `200k`, `2M`, `10M`: a job count for a row label.
+fn short(n: u64) -> String {
+    match n {
+        n if n >= 1_000_000 && n % 1_000_000 == 0 => format!("{}M", n / 1_000_000),
+        n if n >= 1_000 => format!("{}k", n / 1_000),
+        n => n.to_string(),
+    }
+}
+
+/// Fills `n` no-op jobs of `payload_bytes` each over `queues` (round robin), in
+/// statements of at most [`PREFILL_CHUNK`] rows.
 async fn prefill(ctx: &Ctx, n: u64, payload_bytes: usize, queues: usize) -> Result<()> {
+    let mut from = 0;
+    while from < n {
+        let rows = PREFILL_CHUNK.min(n - from);
+        prefill_chunk(ctx, from, rows, payload_bytes, queues).await?;
+        from += rows;
+    }
+    Ok(())
+}
+
+/// Inserts jobs `from + 1 ..= from + rows` of [`prefill`].
+async fn prefill_chunk(
+    ctx: &Ctx,
+    from: u64,
+    rows: u64,
+    payload_bytes: usize,
+    queues: usize,
+) -> Result<()> {
     // Hex of distinct md5s: as incompressible as TOAST would see real data.
     let chunks = (payload_bytes / 32).max(1) as i32;
     sqlx::query(
@@ -34,12 +100,13 @@ async fn prefill(ctx: &Ctx, n: u64, payload_bytes: usize, queues: usize) -> Resu
                 jsonb_build_object('n', g, 'pad',
                     (select string_agg(md5(g::text || '.' || i::text), '') from generate_series(1, $2) i)),
                 20
-         from generate_series(1, $1) g",
+         from generate_series($5 + 1, $5 + $1) g",
     )
-    .bind(n as i64)
+    .bind(rows as i64)
     .bind(if payload_bytes <= 64 { 0 } else { chunks })
     .bind(queues as i32)
     .bind(QUEUE)
+    .bind(from as i64)
     .execute(&ctx.pool)
     .await?;
     Ok(())
@@ -53,222 +120,413 @@ fn queue_names(queues: usize) -> Vec<String> {
     }
 }
 
-/// Starts `runtimes` runtimes, each on a pool of its own, serving `queues`
-/// with `concurrency` each.
-async fn start(
-    ctx: &Ctx,
-    runtimes: usize,
-    queues: &[String],
-    concurrency: usize,
-) -> Result<Vec<Runtime>> {
-    let mut out = Vec::new();
-    for _ in 0..runtimes {
-        let pool = db::runtime_pool(&ctx.opts).await?;
-        let mut b = Runtime::builder(pool).config(RuntimeConfig::default());
-        for q in queues {
-            b = b.queue(q.clone(), concurrency);
-        }
-        out.push(b.start().await?);
+/// Starts one runtime on a pool of its own, serving `queues` with `concurrency` each.
+async fn start(ctx: &Ctx, queues: &[String], concurrency: usize) -> Result<Runtime> {
+    let pool = db::runtime_pool(&ctx.opts).await?;
+    let mut b = Runtime::builder(pool).config(RuntimeConfig::default());
+    for q in queues {
+        b = b.queue(q.clone(), concurrency);
     }
-    Ok(out)
+    Ok(b.start().await?)
 }
 
-/// Runs until `n` jobs have succeeded (in the table); returns jobs/s and
-/// commits per job.
-async fn drain(ctx: &Ctx, rts: Vec<Runtime>, n: u64, above: i64) -> Result<(f64, f64)> {
+/// What one drain measured.
+struct Drained {
+    jobs: u64,
+    secs: f64,
+    commits_per_job: f64,
+    claims: Latency,
+    waits: Waits,
+    /// CPU cores used by the runtime side (this process, or the runtime
+    /// processes together) and by every PostgreSQL process, over the drain.
+    cores_runtime: f64,
+    cores_pg: f64,
+}
+
+impl Drained {
+    fn rate(&self) -> f64 {
+        self.jobs as f64 / self.secs
+    }
+
+    /// Commits, claim latency, waits and cores, for a table row.
+    fn tail(&self) -> String {
+        format!(
+            "{:.4} commits/job; {}; {}; cores: runtime {:.2}, postgres {:.2}",
+            self.commits_per_job,
+            self.claims.show(),
+            self.waits.show(TOP_WAITS),
+            self.cores_runtime,
+            self.cores_pg
+        )
+    }
+
+    /// Prints the point's figures below its announcement.
+    fn print(&self) {
+        println!(
+            "    {} jobs/s ({} in {:.2} s); {}",
+            thousands(self.rate()),
+            self.jobs,
+            self.secs,
+            self.tail()
+        );
+        println!(
+            "    claims: {} ({} empty); all sampled session states: {}",
+            self.claims.claims,
+            self.claims.empty,
+            self.waits
+                .means
+                .iter()
+                .map(|(w, m)| format!("{w} {m:.2}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+
+    fn json(&self) -> Value {
+        json!({ "jobs": self.jobs, "secs": self.secs, "jobs_per_s": self.rate(),
+                "commits_per_job": self.commits_per_job, "claim_latency": self.claims.json(),
+                "waits": self.waits.json(), "cores_runtime": self.cores_runtime,
+                "cores_postgres": self.cores_pg })
+    }
+}
+
+/// Commits on the bench database since `c0`, less the watch's own `watched`,
+/// read once every runtime and watch session has ended (and so flushed its
+/// statistics).
+async fn commits_since(ctx: &Ctx, c0: i64, watched: u64) -> Result<i64> {
+    watch::quiet(&ctx.pool).await?;
+    let (_, c1) = db::wal_and_commits(&ctx.pool).await?;
+    Ok(c1 - c0 - watched as i64)
+}
+
+/// Fails unless at least `n` jobs have succeeded; returns how many did.
+async fn succeeded(ctx: &Ctx, n: u64) -> Result<u64> {
+    let (done, _, _) = db::batches(&ctx.pool, 0).await?;
+    ensure!(done as u64 >= n, "only {done} of {n} jobs succeeded");
+    Ok(done as u64)
+}
+
+/// One runtime in this process drains until `n` jobs have succeeded (its own
+/// count, taken after each completion commits); measured from its start.
+async fn drain_in_process(
+    ctx: &Ctx,
+    queues: &[String],
+    concurrency: usize,
+    n: u64,
+) -> Result<Drained> {
     let (_, c0) = db::wal_and_commits(&ctx.pool).await?;
+    let watch = Watch::open(&ctx.opts).await?;
+    claims::start();
+    let rt = start(ctx, queues, concurrency).await?;
     let t0 = Instant::now();
-    let limit = Duration::from_secs(300);
-    loop {
-        let done: u64 = rts.iter().map(|r| r.stats().succeeded).sum();
-        if done >= n || t0.elapsed() > limit {
-            break;
-        }
+    let cpu0 = CpuSnap::now();
+    while rt.stats().succeeded < n && t0.elapsed() < LIMIT {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let secs = t0.elapsed().as_secs_f64();
-    for rt in rts {
-        rt.shutdown().await?;
+    let (cpu_me, cpu_pg) = CpuSnap::now().since(&cpu0);
+    let samples = claims::stop();
+    rt.shutdown().await?;
+    let (waits, watched) = watch.close().await?;
+    let commits = commits_since(ctx, c0, watched).await?;
+    let done = succeeded(ctx, n).await?;
+    Ok(Drained {
+        jobs: n,
+        secs,
+        commits_per_job: commits as f64 / done as f64,
+        claims: Latency::of(&samples),
+        waits,
+        cores_runtime: cpu_me / secs,
+        cores_pg: cpu_pg / secs,
+    })
+}
+
+/// `r` runtime processes drain the whole prefilled queue of `n` jobs together;
+/// measured from `go` to the queue found empty. Returns the children's reports too.
+async fn drain_processes(ctx: &Ctx, r: usize, n: u64) -> Result<(Drained, Vec<ChildReport>)> {
+    let mut kids = (0..r)
+        .map(|_| Child::spawn(DEFAULT_CONCURRENCY))
+        .collect::<Result<Vec<_>>>()?;
+    for k in &mut kids {
+        k.ready().await?;
     }
-    let (_, c1) = db::wal_and_commits(&ctx.pool).await?;
-    let (done, _, _) = db::batches(&ctx.pool, above).await?;
-    ensure!(
-        done as u64 >= n,
-        "only {done} of {n} jobs succeeded in {secs:.0} s"
-    );
-    Ok((n as f64 / secs, (c1 - c0) as f64 / done as f64))
+    let (_, c0) = db::wal_and_commits(&ctx.pool).await?;
+    let watch = Watch::open(&ctx.opts).await?;
+    let cpu0 = CpuSnap::now();
+    let t0 = Instant::now();
+    for k in &mut kids {
+        k.go().await?;
+    }
+    wait_drained(&watch, &mut kids, t0).await?;
+    let secs = t0.elapsed().as_secs_f64();
+    let (_, cpu_pg) = CpuSnap::now().since(&cpu0);
+    let reports = finish_all(kids).await?;
+    let (waits, watched) = watch.close().await?;
+    let commits = commits_since(ctx, c0, watched).await?;
+    let done = succeeded(ctx, n).await?;
+    let samples: Vec<claims::Sample> = reports.iter().flat_map(|r| r.claims.clone()).collect();
+    let drained = Drained {
+        jobs: n,
+        secs,
+        commits_per_job: commits as f64 / done as f64,
+        claims: Latency::of(&samples),
+        waits,
+        cores_runtime: reports.iter().map(|r| r.cpu_secs).sum::<f64>() / secs,
+        cores_pg: cpu_pg / secs,
+    };
+    Ok((drained, reports))
+}
+
+/// Polls every 20 ms until `lq.jobs` is empty; fails when a runtime process
+/// exits first or [`LIMIT`] passes.
+async fn wait_drained(watch: &Watch, kids: &mut [Child], t0: Instant) -> Result<()> {
+    loop {
+        if watch.drained().await? {
+            return Ok(());
+        }
+        if let Some(i) = kids.iter_mut().position(|k| k.exited()) {
+            bail!("runtime process {i} exited before the queue was drained");
+        }
+        if t0.elapsed() > LIMIT {
+            bail!("the queue was not drained within {LIMIT:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Stops every runtime process at once and collects their reports.
+async fn finish_all(kids: Vec<Child>) -> Result<Vec<ChildReport>> {
+    let mut set = tokio::task::JoinSet::new();
+    for k in kids {
+        set.spawn(k.finish());
+    }
+    let mut reports = Vec::new();
+    while let Some(r) = set.join_next().await {
+        reports.push(r??);
+    }
+    Ok(reports)
 }
 
 async fn payloads(ctx: &mut Ctx) -> Result<()> {
     for (bytes, n) in [(100usize, 20_000u64), (10_000, 20_000), (100_000, 5_000)] {
-        let n = if ctx.quick { n / 4 } else { n };
+        let n = scaled(if ctx.quick { n / 4 } else { n });
         db::reset(&ctx.pool, None).await?;
         prefill(ctx, n, bytes, 1).await?;
         db::settle(&ctx.pool).await?;
         announce(&format!("curve payload {bytes} B: drain {n}"));
         let (w0, _) = db::wal_and_commits(&ctx.pool).await?;
-        let rts = start(ctx, 1, &queue_names(1), DEFAULT_CONCURRENCY).await?;
-        let (rate, commits) = drain(ctx, rts, n, 0).await?;
+        let d = drain_in_process(ctx, &queue_names(1), DEFAULT_CONCURRENCY, n).await?;
         let (w1, _) = db::wal_and_commits(&ctx.pool).await?;
         let wal = (w1 - w0) / n as f64;
-        println!(
-            "    {} jobs/s, {:.1} MB/s of payload, {wal:.0} WAL bytes and {commits:.4} commits per job",
-            thousands(rate),
-            rate * bytes as f64 / 1e6
-        );
+        let mb = d.rate() * bytes as f64 / 1e6;
+        d.print();
+        println!("    {mb:.1} MB/s of payload, {wal:.0} WAL bytes per job");
         ctx.report.row(
-            format!("9a. curve: payload {bytes} B, drain {}k", n / 1000),
-            format!(
-                "{}/s ({:.1} MB/s)",
-                thousands(rate),
-                rate * bytes as f64 / 1e6
-            ),
-            format!("{wal:.0} WAL bytes per job"),
+            format!("9a. curve: payload {bytes} B, drain {}", short(n)),
+            format!("{}/s ({mb:.1} MB/s)", thousands(d.rate())),
+            format!("{wal:.0} WAL bytes/job; {}", d.tail()),
             None,
         );
-        ctx.report.detail(
-            &format!("curve_payload_{bytes}"),
-            json!({ "jobs": n, "jobs_per_s": rate, "wal_bytes_per_job": wal, "commits_per_job": commits }),
-        );
+        let mut detail = d.json();
+        detail["wal_bytes_per_job"] = json!(wal);
+        ctx.report.detail(&format!("curve_payload_{bytes}"), detail);
     }
     Ok(())
+}
+
+/// What serving `names` with nothing to do costs the server: commits per
+/// second over an idle window, and the latency of the empty claims meanwhile.
+async fn idle(ctx: &Ctx, names: &[String]) -> Result<(f64, Latency)> {
+    let secs = if div() > 1 { 3 } else { 10 };
+    db::reset(&ctx.pool, None).await?;
+    db::settle(&ctx.pool).await?;
+    let rt = start(ctx, names, 10).await?;
+    tokio::time::sleep(Duration::from_secs(2)).await; // past start-up's own writes
+    claims::start();
+    let (_, c0) = db::wal_and_commits(&ctx.pool).await?;
+    let t0 = Instant::now();
+    tokio::time::sleep(Duration::from_secs(secs)).await; // the window measured
+    let (_, c1) = db::wal_and_commits(&ctx.pool).await?;
+    let rate = (c1 - c0) as f64 / t0.elapsed().as_secs_f64();
+    let samples = claims::stop();
+    rt.shutdown().await?;
+    Ok((rate, Latency::of(&samples)))
 }
 
 async fn queues(ctx: &mut Ctx) -> Result<()> {
     for q in [1usize, 100, 1000] {
         let names = queue_names(q);
-        // Idle: what serving q empty queues costs the server.
-        db::reset(&ctx.pool, None).await?;
-        db::settle(&ctx.pool).await?;
         announce(&format!(
-            "curve queues {q}: idle for 10 s, then a drain spread over them"
+            "curve queues {q}: idle, then a drain spread over them"
         ));
-        let rts = start(ctx, 1, &names, 10).await?;
-        tokio::time::sleep(Duration::from_secs(2)).await; // past start-up's own writes
-        let (_, c0) = db::wal_and_commits(&ctx.pool).await?;
-        let t0 = Instant::now();
-        tokio::time::sleep(Duration::from_secs(10)).await;
-        let (_, c1) = db::wal_and_commits(&ctx.pool).await?;
-        let idle = (c1 - c0) as f64 / t0.elapsed().as_secs_f64();
-        for rt in rts {
-            rt.shutdown().await?;
-        }
+        let (idle_rate, idle_claims) = idle(ctx, &names).await?;
+        println!(
+            "    idle: {idle_rate:.1} commits/s; {} claims, {}",
+            idle_claims.claims,
+            idle_claims.show()
+        );
         // Busy: 50k jobs over all of them, 10 handlers per queue.
-        let n = if ctx.quick { 20_000 } else { 50_000 };
+        let n = scaled(if ctx.quick { 20_000 } else { 50_000 });
         db::reset(&ctx.pool, None).await?;
         prefill(ctx, n, 0, q).await?;
         db::settle(&ctx.pool).await?;
-        let rts = start(ctx, 1, &names, 10).await?;
-        let (rate, commits) = drain(ctx, rts, n, 0).await?;
-        println!(
-            "    idle: {idle:.1} commits/s; drain {}: {} jobs/s, {commits:.4} commits per job",
-            n,
-            thousands(rate)
-        );
+        let d = drain_in_process(ctx, &names, 10, n).await?;
+        d.print();
         ctx.report.row(
             format!("9b. curve: {q} queues, one runtime, 10 handlers each"),
-            format!("drain {}k: {}/s", n / 1000, thousands(rate)),
-            format!("idle: {idle:.1} commits/s"),
+            format!("drain {}: {}/s", short(n), thousands(d.rate())),
+            format!(
+                "idle: {idle_rate:.1} commits/s ({} of the idle polls); drain: {}",
+                idle_claims.show(),
+                d.tail()
+            ),
             None,
         );
-        ctx.report.detail(
-            &format!("curve_queues_{q}"),
-            json!({ "idle_commits_per_s": idle, "jobs": n, "jobs_per_s": rate, "commits_per_job": commits }),
-        );
+        let mut detail = d.json();
+        detail["idle_commits_per_s"] = json!(idle_rate);
+        detail["idle_claim_latency"] = idle_claims.json();
+        ctx.report.detail(&format!("curve_queues_{q}"), detail);
     }
     Ok(())
 }
 
 async fn backlogs(ctx: &mut Ctx) -> Result<()> {
-    let n = if ctx.quick { 50_000 } else { 100_000 };
-    for backlog in [200_000u64, 2_000_000] {
+    let n = scaled(if ctx.quick { 50_000 } else { 100_000 });
+    for backlog in [200_000u64, 2_000_000, 10_000_000].map(scaled) {
         db::reset(&ctx.pool, None).await?;
+        let t = Instant::now();
         prefill(ctx, backlog, 0, 1).await?;
         db::exec(&ctx.pool, "vacuum analyze lq.jobs").await?;
+        println!(
+            "    (prefilled {backlog} and vacuumed in {:.0} s; {})",
+            t.elapsed().as_secs_f64(),
+            sizes(ctx).await?
+        );
         db::settle(&ctx.pool).await?;
         announce(&format!("curve backlog {backlog}: drain the first {n}"));
-        let rts = start(ctx, 1, &queue_names(1), DEFAULT_CONCURRENCY).await?;
-        let (rate, commits) = drain(ctx, rts, n, 0).await?;
-        println!(
-            "    {} jobs/s, {commits:.4} commits per job",
-            thousands(rate)
-        );
+        let s0 = db::table_stats(&ctx.pool).await?;
+        let d = drain_in_process(ctx, &queue_names(1), DEFAULT_CONCURRENCY, n).await?;
+        let s1 = db::table_stats(&ctx.pool).await?;
+        d.print();
+        let io = json!({
+            "heap_blocks_read": s1.heap_read - s0.heap_read, "heap_blocks_hit": s1.heap_hit - s0.heap_hit,
+            "index_blocks_read": s1.idx_read - s0.idx_read, "index_blocks_hit": s1.idx_hit - s0.idx_hit,
+            "vacuums": s1.vacuums - s0.vacuums });
+        println!("    lq.jobs blocks over the drain (and shutdown): {io}");
         ctx.report.row(
             format!(
-                "9c. curve: backlog {}k, first {}k drained",
-                backlog / 1000,
-                n / 1000
+                "9c. curve: backlog {}, first {} drained",
+                short(backlog),
+                short(n)
             ),
-            format!("{}/s", thousands(rate)),
-            "—",
+            format!("{}/s", thousands(d.rate())),
+            d.tail(),
             None,
         );
-        ctx.report.detail(
-            &format!("curve_backlog_{backlog}"),
-            json!({ "drained": n, "jobs_per_s": rate, "commits_per_job": commits }),
-        );
+        let mut detail = d.json();
+        detail["lq_jobs_blocks"] = io;
+        ctx.report
+            .detail(&format!("curve_backlog_{backlog}"), detail);
     }
+    // Give the disk back (truncate frees the files at once).
+    db::reset(&ctx.pool, None).await?;
     Ok(())
 }
 
+/// Sizes of `lq.jobs` and its pickup index, for the record.
+async fn sizes(ctx: &Ctx) -> Result<String> {
+    let (table, pickup): (String, String) = sqlx::query_as(
+        "select pg_size_pretty(pg_total_relation_size('lq.jobs')),
+                pg_size_pretty(pg_relation_size('lq.jobs_pickup'))",
+    )
+    .fetch_one(&ctx.pool)
+    .await?;
+    Ok(format!(
+        "lq.jobs {table} with indexes, pickup index {pickup}"
+    ))
+}
+
 async fn runtimes(ctx: &mut Ctx) -> Result<()> {
-    let n = if ctx.quick { 50_000 } else { 200_000 };
+    let n = scaled(if ctx.quick { 50_000 } else { 200_000 });
     for r in [1usize, 4, 16] {
         db::reset(&ctx.pool, None).await?;
         db::prefill_noop(&ctx.pool, n).await?;
         db::settle(&ctx.pool).await?;
         announce(&format!(
-            "curve runtimes {r}: drain {n}, concurrency {DEFAULT_CONCURRENCY} each"
+            "curve runtimes {r}: {r} runtime process(es) drain {n}, concurrency {DEFAULT_CONCURRENCY} each"
         ));
-        let rts = start(ctx, r, &queue_names(1), DEFAULT_CONCURRENCY).await?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let waits = tokio::spawn(lock_waits(ctx.pool.clone(), stop.clone()));
-        let (rate, commits) = drain(ctx, rts, n, 0).await?;
-        stop.store(true, Ordering::Relaxed);
-        let samples = waits.await?;
-        let mean = samples.iter().sum::<i64>() as f64 / samples.len().max(1) as f64;
-        let most = samples.iter().copied().max().unwrap_or(0);
-        println!(
-            "    {} jobs/s, {commits:.4} commits per job; sessions waiting on a lock: mean {mean:.2}, most {most} ({} samples)",
-            thousands(rate),
-            samples.len()
-        );
+        let (d, reports) = drain_processes(ctx, r, n).await?;
+        d.print();
+        let per = per_process(&reports);
+        println!("    per process: {}", per);
         ctx.report.row(
-            format!("9d. curve: {r} runtime(s) sharing the server (one process, a pool each)"),
-            format!("drain {}k: {}/s", n / 1000, thousands(rate)),
-            format!("{commits:.4} commits per job; lock waits mean {mean:.2}, most {most}"),
+            format!("9d. curve: {r} runtime process(es) sharing the server"),
+            format!("drain {}: {}/s", short(n), thousands(d.rate())),
+            d.tail(),
             None,
         );
-        ctx.report.detail(
-            &format!("curve_runtimes_{r}"),
-            json!({ "jobs": n, "jobs_per_s": rate, "commits_per_job": commits,
-                    "lock_waiting_sessions": { "mean": mean, "max": most } }),
-        );
+        let mut detail = d.json();
+        detail["processes"] =
+            json!(reports
+            .iter()
+            .map(|c| json!({ "claimed": c.claimed, "succeeded": c.succeeded, "cpu_secs": c.cpu_secs,
+                             "start_ms": c.start_ms,
+                             "claim_latency": Latency::of(&c.claims).json() }))
+            .collect::<Vec<_>>());
+        ctx.report.detail(&format!("curve_runtimes_{r}"), detail);
     }
     Ok(())
 }
 
-/// Samples, every 100 ms until `stop`, how many sessions wait on a lock.
-async fn lock_waits(pool: sqlx::PgPool, stop: Arc<AtomicBool>) -> Vec<i64> {
-    let mut samples = Vec::new();
-    while !stop.load(Ordering::Relaxed) {
-        if let Ok(n) = sqlx::query_scalar::<_, i64>(
-            "select count(*) from pg_stat_activity where wait_event_type = 'Lock'",
-        )
-        .fetch_one(&pool)
-        .await
-        {
-            samples.push(n);
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    samples
+/// How the drain split over the processes: jobs and claim p99 (min–max).
+fn per_process(reports: &[ChildReport]) -> String {
+    let mut jobs: Vec<f64> = reports.iter().map(|c| c.succeeded as f64).collect();
+    let mut p99: Vec<f64> = reports
+        .iter()
+        .map(|c| Latency::of(&c.claims).p99_ms)
+        .collect();
+    jobs.sort_by(f64::total_cmp);
+    p99.sort_by(f64::total_cmp);
+    let slowest_start = reports.iter().map(|c| c.start_ms).fold(0.0, f64::max);
+    format!(
+        "jobs succeeded {}–{} (median {}), claim p99 {:.2}–{:.2} ms, CPU {:.2} s in all, \
+         runtime start within {slowest_start:.0} ms of `go`",
+        jobs[0],
+        jobs[jobs.len() - 1],
+        percentile(&jobs, 50.0),
+        p99[0],
+        p99[p99.len() - 1],
+        reports.iter().map(|c| c.cpu_secs).sum::<f64>()
+    )
 }
 
 pub async fn run(ctx: &mut Ctx) -> Result<()> {
-    payloads(ctx).await?;
-    queues(ctx).await?;
-    backlogs(ctx).await?;
-    runtimes(ctx).await?;
+    ctx.report.note(
+        "Curves (9a–9d): claim p50/p99 is the claim statement's round trip as the runtime sees it: \
+         from the lq.claim span's creation (before the claimer takes its connection) to its \
+         lq.claimed record (after the statement returned), every claim of the drain, empty ones \
+         included; 9d merges the samples of all runtime processes. Waits are the mean number of \
+         the bench database's sessions (runtimes' and server workers', not the harness's) per \
+         wait_event_type/wait_event, pg_stat_activity sampled every 100 ms during the drain; \
+         commits per job leave out the sampler's own.",
+    );
+    if div() > 1 {
+        ctx.report.note(format!(
+            "Curves run reduced: LQ_BENCH_CURVES_DIV={} divides every size.",
+            div()
+        ));
+    }
+    if wanted("payloads") {
+        payloads(ctx).await?;
+    }
+    if wanted("queues") {
+        queues(ctx).await?;
+    }
+    if wanted("backlogs") {
+        backlogs(ctx).await?;
+    }
+    if wanted("runtimes") {
+        runtimes(ctx).await?;
+    }
     Ok(())
 }
