@@ -299,8 +299,14 @@ fn runtime_pool(size: u32, timeout: Duration, options: PgConnectOptions) -> PgPo
 /// measured at 300,000 rows: 205 ms per claim instead of 1.7 ms). Both statements
 /// only ever need the pickup index in order and the primary key, so on these
 /// connections full scans, bitmap scans and sorts are ruled out.
-const HOT_PATH_SETTINGS: [(&str, &str); 4] = [
+///
+/// JIT compilation is off too: the generic plan costs `limit $3` as a tenth of the
+/// table, so from about ten million queued jobs its estimate passes
+/// `jit_above_cost` and every claim was compiled anew (measured at 10M: 8.9 ms per
+/// 300-job claim, 2.1–2.5 ms without JIT; `bench/results/curves-10m-claim-plan.txt`).
+const HOT_PATH_SETTINGS: [(&str, &str); 5] = [
     ("plan_cache_mode", "force_generic_plan"),
+    ("jit", "off"),
     ("enable_seqscan", "off"),
     ("enable_bitmapscan", "off"),
     ("enable_sort", "off"),
@@ -346,6 +352,22 @@ mod tests {
             .connect_lazy("postgres://localhost/unused")
             .expect("a lazy pool");
         RuntimeBuilder::new(pool)
+    }
+
+    /// The settings reach the connection string of every hot-path connection;
+    /// JIT among them (see `HOT_PATH_SETTINGS`: 10M queued jobs made every claim
+    /// compile).
+    #[test]
+    fn hot_path_connections_force_one_plan_without_jit() {
+        let opts = sqlx::postgres::PgConnectOptions::new().options(HOT_PATH_SETTINGS);
+        let line = opts.get_options().expect("options are set");
+        for want in [
+            "plan_cache_mode=force_generic_plan",
+            "jit=off",
+            "enable_seqscan=off",
+        ] {
+            assert!(line.contains(want), "{want} missing from {line}");
+        }
     }
 
     #[tokio::test]
