@@ -19,8 +19,11 @@ pub async fn fresh_database(name: &str) -> anyhow::Result<PgPool> {
         .await?;
     conn.close().await?;
     let url = with_database(&admin, name);
+    // The pool the README recommends: no ping before each acquire.
     let pool = PgPoolOptions::new()
         .max_connections(16)
+        .test_before_acquire(false)
+        .idle_timeout(std::time::Duration::from_secs(60))
         .connect(&url)
         .await?;
     lq_runtime::migrate(&pool).await?;

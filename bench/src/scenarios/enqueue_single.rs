@@ -1,6 +1,9 @@
 //! Scenario 1: one job per autocommit transaction (`job.enqueue(&pool)`), 1 and 4
-//! producers, with and without the wake-up NOTIFY; each run right after its own
-//! pgbench run of the ceiling's single-row insert with as many clients (`paired`).
+//! producers, with and without the wake-up NOTIFY, on the pool the README
+//! recommends (no ping before each acquire); and once, 1 producer with NOTIFY, on
+//! sqlx's default pool, to show what that costs. Each run comes right after its
+//! own pgbench run of the ceiling's single-row insert with as many clients
+//! (`paired`).
 
 use anyhow::Result;
 use lq_runtime::{EnqueueOptions, Job};
@@ -14,8 +17,14 @@ use crate::{
     stats::Spread,
 };
 
-/// The four variants, in report order.
-const VARIANTS: [(bool, u32); 4] = [(true, 1), (true, 4), (false, 1), (false, 4)];
+/// The variants `(notify, producers, sqlx's default pool)`, in report order.
+const VARIANTS: [(bool, u32, bool); 5] = [
+    (true, 1, false),
+    (true, 4, false),
+    (false, 1, false),
+    (false, 4, false),
+    (true, 1, true),
+];
 
 pub async fn run(ctx: &mut Ctx) -> Result<()> {
     let secs = if ctx.quick { 3.0 } else { 10.0 };
@@ -48,16 +57,21 @@ pub async fn run(ctx: &mut Ctx) -> Result<()> {
                 order.reverse();
             }
             for i in order {
-                let notify = VARIANTS[i].0;
+                let (notify, _, default_pool) = VARIANTS[i];
+                let pool = if default_pool {
+                    ", sqlx's default pool"
+                } else {
+                    ""
+                };
                 if let Some(p) = &ctx.paired {
-                    let next = format!("notify {notify}");
+                    let next = format!("notify {notify}{pool}");
                     paired[i].push(pgbench_before(p, producers, secs, run, &next).await?);
                 }
                 db::reset(&ctx.pool, None).await?;
                 loads[i].push(announce(&format!(
-                    "enqueue single: {producers} producer(s), notify {notify}, run {run}/3"
+                    "enqueue single: {producers} producer(s), notify {notify}{pool}, run {run}/3"
                 )));
-                rates[i].push(once(ctx, producers, notify, secs).await?);
+                rates[i].push(once(ctx, producers, notify, default_pool, secs).await?);
             }
         }
     }
@@ -80,7 +94,7 @@ pub async fn run(ctx: &mut Ctx) -> Result<()> {
         }
     }
     let mut medians = Vec::new();
-    for (i, &(notify, producers)) in VARIANTS.iter().enumerate() {
+    for (i, &(notify, producers, default_pool)) in VARIANTS.iter().enumerate() {
         let (rates, loads) = (&rates[i], &loads[i]);
         let s = Spread::of(rates);
         let reference = ctx
@@ -89,9 +103,14 @@ pub async fn run(ctx: &mut Ctx) -> Result<()> {
             .and_then(|c| c.enqueue_single(producers))
             .cloned();
         let name = format!(
-            "1. enqueue single/tx, {producers} producer{}{}",
+            "1. enqueue single/tx, {producers} producer{}{}{}",
             if producers > 1 { "s" } else { "" },
-            if notify { "" } else { ", notify off" }
+            if notify { "" } else { ", notify off" },
+            if default_pool {
+                ", sqlx's default pool (a ping before each acquire)"
+            } else {
+                ""
+            }
         );
         ctx.report
             .row_vs_ceiling(&name, s.rate(), s.median, reference.as_ref());
@@ -102,7 +121,9 @@ pub async fn run(ctx: &mut Ctx) -> Result<()> {
             &name,
             json!({ "jobs_per_s": s.json(), "secs": secs, "load": loads, "paired_ceiling_per_s": pairs }),
         );
-        medians.push((notify, producers, s.median));
+        if !default_pool {
+            medians.push((notify, producers, s.median));
+        }
     }
     for p in [1u32, 4] {
         let on = medians.iter().find(|m| m.0 && m.1 == p).map(|m| m.2);
@@ -119,11 +140,24 @@ pub async fn run(ctx: &mut Ctx) -> Result<()> {
     Ok(())
 }
 
-async fn once(ctx: &Ctx, producers: u32, notify: bool, secs: f64) -> Result<f64> {
+async fn once(
+    ctx: &Ctx,
+    producers: u32,
+    notify: bool,
+    default_pool: bool,
+    secs: f64,
+) -> Result<f64> {
     // Two connections per producer: sqlx pings a connection as it goes back to the
     // pool, and with no spare one each enqueue would wait for the previous one's ping
     // (an application's pool is larger than its concurrent enqueues anyway).
-    let pool = db::pool(&ctx.opts, 2 * producers).await?;
+    let pool = if default_pool {
+        sqlx::postgres::PgPoolOptions::new()
+            .max_connections(2 * producers)
+            .connect_with(ctx.opts.clone())
+            .await?
+    } else {
+        db::pool(&ctx.opts, 2 * producers).await?
+    };
     let shared = pool.clone();
     let rate = closed_loop(producers, secs, move |p, n| {
         let pool = shared.clone();
