@@ -15,7 +15,7 @@ pub struct RuntimeConfig {
     /// them may claim jobs ahead of its idle handlers (default `true`). The extra
     /// grows only while at least half the handlers sit idle after a full claim and
     /// is gone as soon as they do not, so slow jobs are never held back from other
-    /// workers; at most twice the concurrency waits, each lease renewed by the
+    /// workers; at most four times the concurrency waits, each lease renewed by the
     /// heartbeat. It makes claims of short jobs larger, and a claim's fixed cost
     /// smaller per job. `false` claims only for idle handlers.
     pub claim_ahead: bool,

@@ -265,8 +265,8 @@ pub async fn run(ctx: &mut Ctx) -> Result<()> {
     }
 
     // A claim takes at most the idle handlers plus the claim-ahead allowance (up to
-    // twice the concurrency), so max_claim_batch only matters below three times the
-    // concurrency: the grid skips combinations that behave the same.
+    // four times the concurrency), so max_claim_batch only matters below five times
+    // the concurrency: the grid skips combinations that behave the same.
     let grid: Vec<Settings> = if ctx.quick {
         [50, 100, 200, 400]
             .map(|c| Settings {
