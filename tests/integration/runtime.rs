@@ -133,6 +133,53 @@ async fn the_claim_never_takes_more_than_asked() {
     assert_eq!(db.count("running").await, 7);
 }
 
+/// The success write's fence is each job's own `(id, token)` pair: tokens
+/// swapped between two jobs of one batch finish neither, and a batch given out
+/// of id order finishes both.
+#[tokio::test]
+async fn a_success_batch_is_fenced_pair_by_pair() {
+    let db = TestDb::new().await;
+    Noop::enqueue_many(&db.pool, (0..2).map(|n| Noop { n }), EnqueueOptions::new())
+        .await
+        .unwrap();
+    let mut conn = db.pool.acquire().await.unwrap();
+    let kinds = vec!["test.noop".to_owned()];
+    let got = db::claim::job_claim(&mut conn, "default", &kinds, &[30.0], 2, "t")
+        .await
+        .unwrap();
+    let (a, b) = (&got[0], &got[1]);
+    let swapped =
+        db::finish::job_complete_many(&mut conn, &[a.id, b.id], &[b.lease_token, a.lease_token])
+            .await
+            .unwrap();
+    assert!(swapped.is_empty(), "swapped tokens finished {swapped:?}");
+    assert_eq!(db.count("running").await, 2);
+
+    let mut done = db::finish::job_complete_many(
+        &mut conn,
+        &[b.id.max(a.id), b.id.min(a.id)],
+        &[
+            if b.id > a.id {
+                b.lease_token
+            } else {
+                a.lease_token
+            },
+            if b.id > a.id {
+                a.lease_token
+            } else {
+                b.lease_token
+            },
+        ],
+    )
+    .await
+    .unwrap();
+    done.sort_unstable();
+    let mut want = vec![a.id, b.id];
+    want.sort_unstable();
+    assert_eq!(done, want);
+    assert_eq!(db.count("running").await, 0);
+}
+
 #[tokio::test]
 async fn a_stale_lease_token_changes_nothing() {
     let db = TestDb::new().await;

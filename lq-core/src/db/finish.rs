@@ -19,7 +19,8 @@ macro_rules! complete_moved {
     () => {
         "with moved as (
              delete from lq.jobs j
-             where j.id = any($1::bigint[]) and j.lease_token = any($2::uuid[])
+             using rows from (pg_catalog.unnest($1::bigint[]), pg_catalog.unnest($2::uuid[])) as fence(id, token)
+             where j.id = fence.id and j.lease_token = fence.token
              returning j.*,
                  case when j.cancel_requested_at is not null then 'cancelled' else 'succeeded' end::lq.job_state
                      as final_state,
@@ -47,13 +48,15 @@ const COMPLETE_MANY_REPLACING: &str = concat!(
 
 /// Marks many jobs succeeded in one statement; returns the ids whose lease still held.
 ///
-/// One delete, fenced by `(id, lease_token)`, with no locking step before it: the
-/// delete takes each row's lock itself, and after waiting for a concurrent write
-/// (a cancel request, a heartbeat) it re-checks the fence on the row's newest
+/// One delete, fenced by each `(id, lease_token)` pair, with no locking step before
+/// it: the delete takes each row's lock itself, and after waiting for a concurrent
+/// write (a cancel request, a heartbeat) it re-checks the fence on the row's newest
 /// version and returns that version, so a cancellation requested meanwhile still
 /// ends the job `cancelled`. A separate `for update` step cost a lock record per
-/// job in the WAL. Rows are locked in id order, like every other multi-row write
-/// (the primary key is scanned with the sorted array of ids). No `state` test is
+/// job in the WAL. The pairs are joined row by row (`unnest`), not tested with
+/// `lease_token = any(tokens)`, which compared each row's token with the whole
+/// batch's. Rows are locked in id order, like every other multi-row write: the
+/// pairs are sorted by id here and the primary key is probed in that order. No `state` test is
 /// needed: the table's check constraint makes "has a lease token" the same as
 /// "running" (a test would let the planner pick the partial running-rows index
 /// from stale statistics). Like the claim, it is written to be run with a generic
@@ -63,6 +66,7 @@ pub async fn job_complete_many(
     ids: &[i64],
     tokens: &[Uuid],
 ) -> Result<Vec<i64>, Error> {
+    let (ids, tokens) = by_id(ids, tokens);
     sqlx::query_scalar(COMPLETE_MANY)
         .bind(ids)
         .bind(tokens)
@@ -79,12 +83,21 @@ pub async fn job_complete_many_replacing(
     ids: &[i64],
     tokens: &[Uuid],
 ) -> Result<Vec<i64>, Error> {
+    let (ids, tokens) = by_id(ids, tokens);
     sqlx::query_scalar(COMPLETE_MANY_REPLACING)
         .bind(ids)
         .bind(tokens)
         .fetch_all(&mut *conn)
         .await
         .map_err(err("job_complete_many_replacing"))
+}
+
+/// The `(id, token)` pairs sorted by id, as two arrays: the order the success
+/// statements lock their rows in.
+fn by_id(ids: &[i64], tokens: &[Uuid]) -> (Vec<i64>, Vec<Uuid>) {
+    let mut pairs: Vec<(i64, Uuid)> = ids.iter().copied().zip(tokens.iter().copied()).collect();
+    pairs.sort_unstable_by_key(|&(id, _)| id);
+    pairs.into_iter().unzip()
 }
 
 /// Ends a job `dead` with `reason` as its only error, dropping its earlier
