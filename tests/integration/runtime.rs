@@ -117,17 +117,35 @@ async fn the_runtime_claims_only_kinds_it_can_run() {
     assert_eq!((row.state, row.attempts), (lq_runtime::JobState::Queued, 0));
 }
 
+/// Enqueues `queued` no-op jobs and claims up to `claim` of them as worker `t`,
+/// on a connection kept for the test's later writes.
+async fn claim_noops(
+    db: &TestDb,
+    queued: u64,
+    claim: i64,
+) -> (
+    sqlx::pool::PoolConnection<sqlx::Postgres>,
+    Vec<db::claim::ClaimedJob>,
+) {
+    Noop::enqueue_many(
+        &db.pool,
+        (0..queued).map(|n| Noop { n }),
+        EnqueueOptions::new(),
+    )
+    .await
+    .unwrap();
+    let mut conn = db.pool.acquire().await.unwrap();
+    let kinds = vec!["test.noop".to_owned()];
+    let got = db::claim::job_claim(&mut conn, "default", &kinds, &[30.0], claim, "t")
+        .await
+        .unwrap();
+    (conn, got)
+}
+
 #[tokio::test]
 async fn the_claim_never_takes_more_than_asked() {
     let db = TestDb::new().await;
-    Noop::enqueue_many(&db.pool, (0..50).map(|n| Noop { n }), EnqueueOptions::new())
-        .await
-        .unwrap();
-    let mut conn = db.pool.acquire().await.unwrap();
-    let kinds = vec!["test.noop".to_owned()];
-    let got = db::claim::job_claim(&mut conn, "default", &kinds, &[30.0], 7, "t")
-        .await
-        .unwrap();
+    let (_conn, got) = claim_noops(&db, 50, 7).await;
     assert_eq!(got.len(), 7);
     assert!(got.iter().all(|j| j.attempts == 1));
     assert_eq!(db.count("running").await, 7);
@@ -139,14 +157,7 @@ async fn the_claim_never_takes_more_than_asked() {
 #[tokio::test]
 async fn a_success_batch_is_fenced_pair_by_pair() {
     let db = TestDb::new().await;
-    Noop::enqueue_many(&db.pool, (0..2).map(|n| Noop { n }), EnqueueOptions::new())
-        .await
-        .unwrap();
-    let mut conn = db.pool.acquire().await.unwrap();
-    let kinds = vec!["test.noop".to_owned()];
-    let got = db::claim::job_claim(&mut conn, "default", &kinds, &[30.0], 2, "t")
-        .await
-        .unwrap();
+    let (mut conn, got) = claim_noops(&db, 2, 2).await;
     let (a, b) = (&got[0], &got[1]);
     let swapped =
         db::finish::job_complete_many(&mut conn, &[a.id, b.id], &[b.lease_token, a.lease_token])
@@ -155,28 +166,16 @@ async fn a_success_batch_is_fenced_pair_by_pair() {
     assert!(swapped.is_empty(), "swapped tokens finished {swapped:?}");
     assert_eq!(db.count("running").await, 2);
 
+    let (lo, hi) = if a.id < b.id { (a, b) } else { (b, a) };
     let mut done = db::finish::job_complete_many(
         &mut conn,
-        &[b.id.max(a.id), b.id.min(a.id)],
-        &[
-            if b.id > a.id {
-                b.lease_token
-            } else {
-                a.lease_token
-            },
-            if b.id > a.id {
-                a.lease_token
-            } else {
-                b.lease_token
-            },
-        ],
+        &[hi.id, lo.id],
+        &[hi.lease_token, lo.lease_token],
     )
     .await
     .unwrap();
     done.sort_unstable();
-    let mut want = vec![a.id, b.id];
-    want.sort_unstable();
-    assert_eq!(done, want);
+    assert_eq!(done, vec![lo.id, hi.id]);
     assert_eq!(db.count("running").await, 0);
 }
 

@@ -56,11 +56,11 @@ const COMPLETE_MANY_REPLACING: &str = concat!(
 /// job in the WAL. The pairs are joined row by row (`unnest`), not tested with
 /// `lease_token = any(tokens)`, which compared each row's token with the whole
 /// batch's. Rows are locked in id order, like every other multi-row write: the
-/// pairs are sorted by id here and the primary key is probed in that order. No `state` test is
-/// needed: the table's check constraint makes "has a lease token" the same as
-/// "running" (a test would let the planner pick the partial running-rows index
-/// from stale statistics). Like the claim, it is written to be run with a generic
-/// plan (the runtime's hot-path connections force one).
+/// pairs are sorted by id here and the primary key is probed in that order. No
+/// `state` test is needed: the table's check constraint makes "has a lease
+/// token" the same as "running" (a test would let the planner pick the partial
+/// running-rows index from stale statistics). Like the claim, it is written to be
+/// run with a generic plan (the runtime's hot-path connections force one).
 pub async fn job_complete_many(
     conn: &mut PgConnection,
     ids: &[i64],
