@@ -12,15 +12,24 @@ pub struct Row {
     pub label: String,
     pub clients: u32,
     pub rate: f64,
+    /// The ceiling's drain ran out of backlog within its time (`backlog
+    /// exhausted`): the rate is a floor, and a ratio to it an upper bound.
+    pub floor: bool,
 }
 
 impl Row {
     pub fn describe(&self) -> String {
         format!(
-            "{}, {} client(s): {}/s",
+            "{}, {} client(s): {}{}/s{}",
             self.label,
             self.clients,
-            crate::stats::thousands(self.rate)
+            if self.floor { "≥ " } else { "" },
+            crate::stats::thousands(self.rate),
+            if self.floor {
+                " (its backlog ran dry: the ratio is an upper bound)"
+            } else {
+                ""
+            }
         )
     }
 }
@@ -57,6 +66,7 @@ impl Ceiling {
                     label: label.trim().to_owned(),
                     clients,
                     rate,
+                    floor: rest.contains("backlog exhausted"),
                 });
             }
         }
@@ -144,4 +154,23 @@ pub fn run(script: &Path, admin: &PgConnectOptions) -> Result<String> {
         );
     }
     Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_drain_that_ran_dry_is_read_as_a_floor() {
+        let c = Ceiling::parse(
+            "# ceiling (full)\n\
+             drain claim_then_delete batch=100  clients=4       86050 jobs/s\n\
+             drain claim_delete_1tx batch=100   clients=4      100000 jobs/s  (backlog exhausted: raise B)\n",
+        );
+        let full = c.drain_delete_100().expect("the delete row");
+        let dry = c.drain_one_statement_100().expect("the bound row");
+        assert!(!full.floor);
+        assert!(dry.floor);
+        assert!(dry.describe().contains("≥ 100,000/s"), "{}", dry.describe());
+    }
 }

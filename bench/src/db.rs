@@ -39,9 +39,9 @@ pub async fn recreate(admin: &PgConnectOptions, name: &str) -> Result<PgConnectO
     Ok(admin.clone().database(name))
 }
 
-/// A pool of at most `max` connections on the benchmark database, set up for an
-/// application that enqueues: no ping before every acquire (sqlx's default
-/// pings), which would add a round trip to each enqueue.
+/// A pool of at most `max` connections on the benchmark database, built as the
+/// README recommends for an application that enqueues: no ping before every
+/// acquire (sqlx's default pings), which would add a round trip to each enqueue.
 pub async fn pool(opts: &PgConnectOptions, max: u32) -> Result<PgPool> {
     Ok(PgPoolOptions::new()
         .max_connections(max)

@@ -17,13 +17,30 @@ use crate::{
     stats::Spread,
 };
 
-/// The variants `(notify, producers, sqlx's default pool)`, in report order.
-const VARIANTS: [(bool, u32, bool); 5] = [
-    (true, 1, false),
-    (true, 4, false),
-    (false, 1, false),
-    (false, 4, false),
-    (true, 1, true),
+/// One way of enqueueing measured.
+#[derive(Clone, Copy)]
+struct Variant {
+    notify: bool,
+    producers: u32,
+    /// sqlx's default pool (a ping before each acquire) instead of the README's.
+    default_pool: bool,
+}
+
+const fn variant(notify: bool, producers: u32, default_pool: bool) -> Variant {
+    Variant {
+        notify,
+        producers,
+        default_pool,
+    }
+}
+
+/// The variants, in report order.
+const VARIANTS: [Variant; 5] = [
+    variant(true, 1, false),
+    variant(true, 4, false),
+    variant(false, 1, false),
+    variant(false, 4, false),
+    variant(true, 1, true),
 ];
 
 pub async fn run(ctx: &mut Ctx) -> Result<()> {
@@ -51,13 +68,17 @@ pub async fn run(ctx: &mut Ctx) -> Result<()> {
                 baseline[b].push(p.sqlx_single(producers, secs).await?);
             }
             let mut order: Vec<usize> = (0..VARIANTS.len())
-                .filter(|&i| VARIANTS[i].1 == producers)
+                .filter(|&i| VARIANTS[i].producers == producers)
                 .collect();
             if run % 2 == 0 {
                 order.reverse();
             }
             for i in order {
-                let (notify, _, default_pool) = VARIANTS[i];
+                let Variant {
+                    notify,
+                    default_pool,
+                    ..
+                } = VARIANTS[i];
                 let pool = if default_pool {
                     ", sqlx's default pool"
                 } else {
@@ -71,7 +92,7 @@ pub async fn run(ctx: &mut Ctx) -> Result<()> {
                 loads[i].push(announce(&format!(
                     "enqueue single: {producers} producer(s), notify {notify}{pool}, run {run}/3"
                 )));
-                rates[i].push(once(ctx, producers, notify, default_pool, secs).await?);
+                rates[i].push(once(ctx, VARIANTS[i], secs).await?);
             }
         }
     }
@@ -94,7 +115,12 @@ pub async fn run(ctx: &mut Ctx) -> Result<()> {
         }
     }
     let mut medians = Vec::new();
-    for (i, &(notify, producers, default_pool)) in VARIANTS.iter().enumerate() {
+    for (i, &v) in VARIANTS.iter().enumerate() {
+        let Variant {
+            notify,
+            producers,
+            default_pool,
+        } = v;
         let (rates, loads) = (&rates[i], &loads[i]);
         let s = Spread::of(rates);
         let reference = ctx
@@ -140,13 +166,12 @@ pub async fn run(ctx: &mut Ctx) -> Result<()> {
     Ok(())
 }
 
-async fn once(
-    ctx: &Ctx,
-    producers: u32,
-    notify: bool,
-    default_pool: bool,
-    secs: f64,
-) -> Result<f64> {
+async fn once(ctx: &Ctx, v: Variant, secs: f64) -> Result<f64> {
+    let Variant {
+        notify,
+        producers,
+        default_pool,
+    } = v;
     // Two connections per producer: sqlx pings a connection as it goes back to the
     // pool, and with no spare one each enqueue would wait for the previous one's ping
     // (an application's pool is larger than its concurrent enqueues anyway).
