@@ -7,10 +7,13 @@ use sqlx::{
     postgres::{PgConnectOptions, PgPoolOptions},
     PgPool,
 };
-use tokio::sync::{mpsc, Notify};
+use tokio::sync::mpsc;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
-use crate::{preflight, scheduler, shared::Shared, stats::Stats, Error, Runtime, RuntimeConfig};
+use crate::{
+    preflight, scheduler, shared::Shared, stats::Stats, wake::QueueWake, Error, Runtime,
+    RuntimeConfig,
+};
 
 /// Configures a [`Runtime`]; made by [`Runtime::builder`].
 ///
@@ -209,10 +212,10 @@ impl RuntimeBuilder {
         preflight::warn_unrunnable(&registry, &served);
 
         let (completions, completed_rx) = mpsc::channel(self.config.max_complete_batch.max(1) * 4);
-        let wakers: HashMap<String, Arc<Notify>> = self
+        let wakers: HashMap<String, Arc<QueueWake>> = self
             .queues
             .iter()
-            .map(|(q, _)| (q.clone(), Arc::new(Notify::new())))
+            .map(|(q, _)| (q.clone(), Arc::default()))
             .collect();
         let queues = self.queues.len() as u32;
         let claim_conns = queues.min(preflight::MAX_CLAIM_CONNECTIONS);

@@ -5,8 +5,9 @@ use std::time::Duration;
 /// Settings of a [`crate::Runtime`]; every field has a production default.
 #[derive(Debug, Clone)]
 pub struct RuntimeConfig {
-    /// How often each queue polls when no NOTIFY arrives (default 1 s). A missed
-    /// notification costs at most this much latency.
+    /// How often the runtime looks for work in the queues waiting for it, when no
+    /// NOTIFY has woken them (default 1 s): one statement for all of them, however
+    /// many queues. A missed notification costs at most this much latency.
     pub poll_interval: Duration,
     /// Most jobs one claim statement takes (default 500); a claim never takes more
     /// than the queue's idle handlers plus its claim-ahead allowance.

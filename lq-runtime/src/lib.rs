@@ -133,6 +133,7 @@ mod heartbeat;
 mod hot_conn;
 mod inflight;
 mod listener;
+mod poller;
 mod preflight;
 mod producer;
 mod pruner;
@@ -151,6 +152,7 @@ mod telemetry;
 pub mod testing;
 mod unknown_kinds;
 mod vacuumer;
+mod wake;
 
 pub use builder::RuntimeBuilder;
 pub use config::RuntimeConfig;

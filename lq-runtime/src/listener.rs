@@ -93,7 +93,7 @@ async fn listen(shared: &Arc<Shared>, failures: &mut u32) -> Result<Exit, sqlx::
         match n.channel() {
             JOBS_CHANNEL => {
                 if let Some(w) = shared.wakers.get(n.payload()) {
-                    w.notify_one();
+                    w.wake();
                 }
             }
             CANCEL_CHANNEL => {

@@ -4,18 +4,17 @@
 use std::sync::Arc;
 
 use lq_core::db;
-use tokio::sync::Notify;
 use tracing::{debug, warn, Instrument};
 
 use crate::{
     claim_ahead::ClaimAhead, executor, hot_conn::HotConn, shared::retry_delay, shared::Shared,
-    slots::Slots, stats::Stats,
+    slots::Slots, stats::Stats, wake::QueueWake,
 };
 
 /// Claims jobs for `queue` until the runtime stops. `slots` bounds how many of its
 /// jobs run and are leased at once; each claim asks for at most the idle handlers
 /// plus the claim-ahead allowance, and never more than the free leases.
-pub(crate) async fn run(shared: Arc<Shared>, queue: String, slots: Slots, wake: Arc<Notify>) {
+pub(crate) async fn run(shared: Arc<Shared>, queue: String, slots: Slots, wake: Arc<QueueWake>) {
     let mut conn = HotConn::new(shared.hot_pool.clone(), shared.keep_claim_conns);
     let mut ahead = ClaimAhead::new(slots.concurrency(), slots.most_ahead());
     let mut failures = 0u32;
@@ -71,6 +70,7 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: String, slots: Slots, wake: 
         let got = jobs.len();
         span.record("lq.claimed", got);
         metrics.claimed(got, began.elapsed().as_secs_f64());
+        Stats::add(&shared.stats.claims, 1);
         if got > 0 {
             let ms = began.elapsed().as_secs_f64() * 1e3;
             debug!(queue, got, limit, ahead = ahead.extra(), ms, "claimed");
@@ -95,9 +95,10 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: String, slots: Slots, wake: 
             continue;
         }
         ahead.after_partial_claim();
+        // The queue has no more work now: wait for a NOTIFY, the idle poller
+        // (`poller`) or a retry coming due to say it has.
         tokio::select! {
-            _ = wake.notified() => {}
-            _ = tokio::time::sleep(shared.config.poll_interval) => {}
+            _ = wake.wait() => {}
             _ = shared.stopping.cancelled() => return,
         }
     }

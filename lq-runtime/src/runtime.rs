@@ -7,8 +7,8 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use tracing::{info, warn};
 
 use crate::{
-    claim_ahead, cluster, completer, heartbeat, listener, producer, pruner, rescuer, scheduler,
-    shared::Shared, slots::Slots, stats::StatsSnapshot, unknown_kinds, vacuumer, Error,
+    claim_ahead, cluster, completer, heartbeat, listener, poller, producer, pruner, rescuer,
+    scheduler, shared::Shared, slots::Slots, stats::StatsSnapshot, unknown_kinds, vacuumer, Error,
     RuntimeBuilder,
 };
 
@@ -53,6 +53,7 @@ impl Runtime {
         ));
         let heartbeat = tokio::spawn(heartbeat::run(shared.clone(), heartbeat_stop.clone()));
         services.spawn(listener::run(shared.clone()));
+        services.spawn(poller::run(shared.clone()));
         services.spawn(cluster::run(shared.clone(), queues.clone()));
         services.spawn(rescuer::run(shared.clone()));
         services.spawn(pruner::run(shared.clone()));

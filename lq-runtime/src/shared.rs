@@ -4,10 +4,9 @@ use std::{collections::HashMap, future::Future, sync::Arc, time::Duration};
 
 use lq_core::{db, AppState, Error, Registry};
 use sqlx::{pool::PoolConnection, ConnectOptions, PgConnection, PgPool, Postgres};
-use tokio::sync::Notify;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
-use crate::{inflight::Inflight, stats::Stats, RuntimeConfig};
+use crate::{inflight::Inflight, stats::Stats, wake::QueueWake, RuntimeConfig};
 
 /// Everything the runtime's tasks share.
 pub(crate) struct Shared {
@@ -30,8 +29,8 @@ pub(crate) struct Shared {
     /// Kinds with a handler, and the lease of each (same order).
     pub kinds: Vec<String>,
     pub lease_secs: Vec<f64>,
-    /// One wake-up per served queue, poked by NOTIFY.
-    pub wakers: HashMap<String, Arc<Notify>>,
+    /// One wake-up per served queue, poked by NOTIFY, the idle poller and retry timers.
+    pub wakers: HashMap<String, Arc<QueueWake>>,
     /// Fired by `shutdown()`: stop claiming, stop background duties.
     pub stopping: CancellationToken,
     /// Fired when the grace period ends: stop handlers and hand their jobs back.
@@ -84,7 +83,7 @@ impl Shared {
     /// Wakes every queue's claimer (after a reconnect, when notifications may be lost).
     pub fn wake_all(&self) {
         for w in self.wakers.values() {
-            w.notify_one();
+            w.wake();
         }
     }
 
@@ -98,7 +97,7 @@ impl Shared {
             let stopping = self.stopping.clone();
             tokio::spawn(async move {
                 tokio::select! {
-                    _ = tokio::time::sleep(delay) => w.notify_one(),
+                    _ = tokio::time::sleep(delay) => w.wake(),
                     _ = stopping.cancelled() => {}
                 }
             });

@@ -5,6 +5,8 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 /// Running totals since the runtime started.
 #[derive(Debug, Default)]
 pub struct Stats {
+    pub(crate) claims: AtomicU64,
+    pub(crate) idle_polls: AtomicU64,
     pub(crate) claimed: AtomicU64,
     pub(crate) claimed_ahead: AtomicU64,
     pub(crate) succeeded: AtomicU64,
@@ -21,6 +23,11 @@ pub struct Stats {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct StatsSnapshot {
+    /// Claim statements run, including those that found nothing.
+    pub claims: u64,
+    /// Idle polls run: one statement a poll interval for all the queues waiting
+    /// for work (see `RuntimeConfig::poll_interval`).
+    pub idle_polls: u64,
     /// Jobs claimed.
     pub claimed: u64,
     /// Jobs claimed ahead of an idle handler, which waited in this process for one
@@ -54,6 +61,8 @@ impl Stats {
     /// Reads every counter.
     pub fn snapshot(&self) -> StatsSnapshot {
         StatsSnapshot {
+            claims: self.claims.load(Relaxed),
+            idle_polls: self.idle_polls.load(Relaxed),
             claimed: self.claimed.load(Relaxed),
             claimed_ahead: self.claimed_ahead.load(Relaxed),
             succeeded: self.succeeded.load(Relaxed),

@@ -184,7 +184,7 @@ impl FlushMetrics {
 }
 
 /// A maintenance event: `what` is `rescued`, `pruned`, `buried`, `vacuums`,
-/// `cron_ticks` or `notifies_received`; counted as `lq_{what}_total`.
+/// `cron_ticks`, `notifies_received` or `idle_polls`; counted as `lq_{what}_total`.
 pub(crate) fn maintenance(what: &'static str, n: u64) {
     #[cfg(feature = "metrics")]
     {
@@ -195,6 +195,7 @@ pub(crate) fn maintenance(what: &'static str, n: u64) {
             "vacuums" => "lq_vacuums_total",
             "cron_ticks" => "lq_cron_ticks_total",
             "notifies_received" => "lq_notifies_received_total",
+            "idle_polls" => "lq_idle_polls_total",
             _ => "lq_maintenance_events_total",
         };
         metrics::counter!(name).increment(n);

@@ -13,6 +13,7 @@ mod meta;
 mod migrate;
 mod operator_role;
 mod outcomes;
+mod polling;
 mod queues;
 mod roles;
 mod runtime;

@@ -154,6 +154,9 @@ impl Latency {
 
     /// `claim p50 0.52 / p99 3.10 ms`
     pub fn show(&self) -> String {
+        if self.claims == 0 {
+            return "no claims".into();
+        }
         format!("claim p50 {:.2} / p99 {:.2} ms", self.p50_ms, self.p99_ms)
     }
 
