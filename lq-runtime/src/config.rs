@@ -62,7 +62,9 @@ pub struct RuntimeConfig {
     /// as long as `keep_finished`.
     pub stats_interval: Duration,
     /// How often the leader sets the cluster-wide gauges (queue depth, oldest
-    /// wait, p99 wait) under the `metrics` feature (default 15 s).
+    /// wait, p99 wait) under the `metrics` feature (default 15 s). Their query
+    /// counts every live job; after a slow one the next waits at least twenty
+    /// times as long, so a large backlog makes the gauges older, not the server busier.
     pub gauge_interval: Duration,
 }
 
