@@ -28,6 +28,9 @@ use crate::shared::Shared;
 #[derive(Default)]
 pub(crate) struct Leadership {
     inner: Mutex<View>,
+    /// Signalled when this runtime becomes the leader, so the duties that only
+    /// the leader runs start at once instead of at their next check.
+    gained: tokio::sync::Notify,
 }
 
 #[derive(Default)]
@@ -41,6 +44,12 @@ struct View {
 }
 
 impl Leadership {
+    /// Resolves once this runtime next becomes the leader (at once if it became
+    /// the leader since the last call).
+    pub async fn gained(&self) {
+        self.gained.notified().await;
+    }
+
     /// True while this runtime holds a lease it has renewed in time.
     pub fn is_leader(&self) -> bool {
         let view = self.inner.lock().unwrap_or_else(|e| e.into_inner());
@@ -108,6 +117,7 @@ pub(crate) async fn run(shared: Arc<Shared>, queues: Vec<(String, usize)>) {
                 if !leading {
                     info!(owner = %shared.config.owner, "this runtime is now the maintenance leader");
                     crate::telemetry::leader(true);
+                    shared.leadership.gained.notify_one();
                 }
                 leading = true;
             }

@@ -148,8 +148,11 @@ pub(crate) async fn run(shared: Arc<Shared>, jobs: Vec<CronJob>) {
         }
         // A little jitter so runtimes do not all contend at the tick's first instant.
         let jitter = Duration::from_millis(fastrand::u64(1..20));
-        if shared.pause(wait + jitter).await {
-            return;
+        tokio::select! {
+            stopping = shared.pause(wait + jitter) => if stopping { return },
+            // A runtime that is not the leader checks every `MAX_WAIT`; when it
+            // takes the lead it fires the ticks the old leader left at once.
+            _ = shared.leadership.gained() => {}
         }
     }
 }
