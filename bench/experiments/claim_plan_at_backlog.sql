@@ -2,6 +2,8 @@
 -- runtime runs it (generic plan, hot-path settings), after a prefill like the curves' one.
 -- psql -d lq_bench -v chunks=10 -f claim_plan_at_backlog.sql   (chunks = millions of jobs; empties lq.jobs first)
 -- Add `set jit = off;` before the prepare to compare.
+-- The statement is the claim as it was at stop 28, when this ran; since stop 29 the runtime
+-- mints the lease tokens and passes them as $6 (lq-core/src/db/claim.rs).
 \timing on
 truncate lq.jobs, lq.finished_jobs;
 select format($f$insert into lq.jobs (kind, queue, payload, max_attempts)
