@@ -107,7 +107,7 @@ pub async fn job_claim(
 /// source. Minted here rather than by `gen_random_uuid()` in the claim, which
 /// cost PostgreSQL about a microsecond per job (a few per cent of a drain); one
 /// system call serves a whole claim, where `Uuid::new_v4` would make one per job.
-pub fn mint_lease_tokens(n: usize) -> Result<Vec<Uuid>, Error> {
+fn mint_lease_tokens(n: usize) -> Result<Vec<Uuid>, Error> {
     let mut bytes = vec![0u8; n * 16];
     getrandom::fill(&mut bytes).map_err(|e| {
         err("job_claim")(sqlx::Error::Io(std::io::Error::other(format!(
