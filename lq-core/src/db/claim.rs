@@ -55,8 +55,8 @@ pub struct ClaimedJob {
 /// The locking select is a materialised CTE, so it runs once and can never claim
 /// more than `limit` rows. `lease_secs[i]` is the lease for `kinds[i]`. The attempt
 /// is counted here, so a job that kills its worker still runs out of attempts.
-/// Each job gets a lease token of its own, minted here ([`mint_lease_tokens`]) and
-/// paired with the claimed ids in the statement.
+/// Each job gets a random lease token of its own, minted in Rust (one read of the
+/// OS random source per claim) and paired with the claimed ids in the statement.
 ///
 /// The runtime runs it on connections that force one generic plan, with table
 /// scans and sorts ruled out (`HOT_PATH_SETTINGS` in `lq-runtime`): the pickup
