@@ -28,8 +28,8 @@ use crate::shared::Shared;
 #[derive(Default)]
 pub(crate) struct Leadership {
     inner: Mutex<View>,
-    /// Signalled when this runtime becomes the leader, so the duties that only
-    /// the leader runs start at once instead of at their next check.
+    /// Signalled when this runtime becomes the leader, so the cron scheduler
+    /// fires the ticks the old leader left at once instead of at its next check.
     gained: tokio::sync::Notify,
 }
 
