@@ -24,6 +24,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         include_str!("../migrations/0005_operations.sql"),
     ),
     ("0006_stats", include_str!("../migrations/0006_stats.sql")),
+    (
+        "0007_claim_room",
+        include_str!("../migrations/0007_claim_room.sql"),
+    ),
 ];
 
 /// Creates or upgrades the `lq` schema. Idempotent, and safe when several processes

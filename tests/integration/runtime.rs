@@ -151,6 +151,36 @@ async fn the_claim_never_takes_more_than_asked() {
     assert_eq!(db.count("running").await, 7);
 }
 
+/// A claim rewrites every row on a page in one transaction, so the table keeps
+/// room for the new versions (schema version 7): no claimed row leaves its page.
+/// A row that moves costs an extra WAL record and its whole new version logged.
+#[tokio::test]
+async fn a_claim_rewrites_its_rows_in_place() {
+    let db = TestDb::new().await;
+    let page_of = "select id, (ctid::text::point)[0]::bigint as page from lq.jobs order by id";
+    Noop::enqueue_many(
+        &db.pool,
+        (0..500).map(|n| Noop { n }),
+        EnqueueOptions::new(),
+    )
+    .await
+    .unwrap();
+    let before: Vec<(i64, i64)> = sqlx::query_as(page_of).fetch_all(&db.pool).await.unwrap();
+    let pages: std::collections::HashSet<i64> = before.iter().map(|(_, page)| *page).collect();
+    assert!(pages.len() > 1, "the jobs must span pages: {pages:?}");
+
+    let mut conn = db.pool.acquire().await.unwrap();
+    let kinds = vec!["test.noop".to_owned()];
+    let got = db::claim::job_claim(&mut conn, "default", &kinds, &[30.0], 500, "t")
+        .await
+        .unwrap();
+    assert_eq!(got.len(), 500);
+
+    let after: Vec<(i64, i64)> = sqlx::query_as(page_of).fetch_all(&db.pool).await.unwrap();
+    let moved = before.iter().zip(&after).filter(|(b, a)| b != a).count();
+    assert_eq!(moved, 0, "{moved} of 500 claimed rows left their page");
+}
+
 /// The success write's fence is each job's own `(id, token)` pair: tokens
 /// swapped between two jobs of one batch finish neither, and a batch given out
 /// of id order finishes both.
