@@ -1,8 +1,9 @@
 //! lq-bench: litequeue's benchmark program.
 //!
 //! `cargo run --release -p lq-bench -- [--quick] [--json out.json] [--md out.md]
-//! [--only enqueue,bulk,drain,work,latency,retained,startup,sustained,curves]
-//! (`curves`, the cost curves, runs only when named)
+//! [--only enqueue,bulk,drain,statements,work,latency,retained,startup,sustained,curves]
+//! (`curves`, the cost curves, and `statements`, the drain's statements without
+//! the runtime, run only when named)
 //! [--ceiling FILE | --ceiling-script PATH | --no-ceiling] [--ceiling-after-script PATH]
 //! [--no-paired] [--no-sweep]` (`--no-sweep`: the drain runs its shipped-defaults row only)
 //!
@@ -38,10 +39,11 @@ use scenarios::Ctx;
 /// Run order. The sustained runs come last: their four minutes of saturation
 /// leave gigabytes of disk writeback behind (every run also waits for writeback
 /// to finish first, see `writeback`).
-const SCENARIOS: [&str; 9] = [
+const SCENARIOS: [&str; 10] = [
     "enqueue",
     "bulk",
     "drain",
+    "statements",
     "work",
     "latency",
     "retained",
@@ -51,7 +53,7 @@ const SCENARIOS: [&str; 9] = [
 ];
 
 /// Scenarios run only when named in `--only` (they take long).
-const OPT_IN: [&str; 1] = ["curves"];
+const OPT_IN: [&str; 2] = ["curves", "statements"];
 
 struct Args {
     quick: bool,
@@ -230,6 +232,7 @@ async fn main() -> Result<()> {
             "enqueue" => scenarios::enqueue_single::run(&mut ctx).await?,
             "bulk" => scenarios::enqueue_bulk::run(&mut ctx).await?,
             "drain" => scenarios::drain::run(&mut ctx).await?,
+            "statements" => scenarios::statements::run(&mut ctx).await?,
             "work" => scenarios::work::run(&mut ctx).await?,
             "curves" => scenarios::curves::run(&mut ctx).await?,
             "sustained" => scenarios::sustained::run(&mut ctx).await?,

@@ -7,6 +7,7 @@ pub mod enqueue_single;
 pub mod latency;
 pub mod retained;
 pub mod startup;
+pub mod statements;
 pub mod sustained;
 pub mod work;
 
