@@ -232,7 +232,7 @@ impl RuntimeBuilder {
             .options([("search_path", db::SEARCH_PATH)]);
         let timeout = self.config.db_timeout;
         let pool = runtime_pool(size, timeout, options.clone());
-        let hot = options.options(HOT_PATH_SETTINGS);
+        let hot = options.options(db::HOT_PATH_SETTINGS);
         let hot_pool = runtime_pool(claim_conns, timeout, hot.clone());
         let completer_pool = runtime_pool(1, timeout, hot);
         // One connection with the runtime's own settings now, so a setting the
@@ -293,28 +293,6 @@ fn runtime_pool(size: u32, timeout: Duration, options: PgConnectOptions) -> PgPo
         .connect_lazy_with(options)
 }
 
-/// Settings of the hot-path connections: a claimer per queue and the completer.
-///
-/// `job_claim` and `job_complete_many` are planned once per connection and reused
-/// (a fresh plan per call cost up to a third of a 100-row claim). That one plan
-/// may be made while `lq.jobs` is empty or was never analyzed, when a scan of the
-/// whole table looks cheapest, and it would stay in use as the table grows (one
-/// measured at 300,000 rows: 205 ms per claim instead of 1.7 ms). Both statements
-/// only ever need the pickup index in order and the primary key, so on these
-/// connections full scans, bitmap scans and sorts are ruled out.
-///
-/// JIT compilation is off too: the generic plan costs `limit $3` as a tenth of the
-/// table, so from about ten million queued jobs its estimate passes
-/// `jit_above_cost` and every claim was compiled anew (measured at 10M: 8.9 ms per
-/// 300-job claim, 2.1–2.5 ms without JIT; `bench/results/curves-10m-claim-plan.txt`).
-const HOT_PATH_SETTINGS: [(&str, &str); 5] = [
-    ("plan_cache_mode", "force_generic_plan"),
-    ("jit", "off"),
-    ("enable_seqscan", "off"),
-    ("enable_bitmapscan", "off"),
-    ("enable_sort", "off"),
-];
-
 /// Fails unless the schema is at the version this build knows. A role refused
 /// the version table gets the privileges it lacks named instead of a raw error.
 async fn check_schema(pool: &PgPool, timeout: Duration) -> Result<(), Error> {
@@ -358,11 +336,11 @@ mod tests {
     }
 
     /// The settings reach the connection string of every hot-path connection;
-    /// JIT among them (see `HOT_PATH_SETTINGS`: 10M queued jobs made every claim
+    /// JIT among them (see `db::HOT_PATH_SETTINGS`: 10M queued jobs made every claim
     /// compile).
     #[test]
     fn hot_path_connections_force_one_plan_without_jit() {
-        let opts = sqlx::postgres::PgConnectOptions::new().options(HOT_PATH_SETTINGS);
+        let opts = sqlx::postgres::PgConnectOptions::new().options(db::HOT_PATH_SETTINGS);
         let line = opts.get_options().expect("options are set");
         for want in [
             "plan_cache_mode=force_generic_plan",

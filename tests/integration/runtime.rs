@@ -117,6 +117,13 @@ async fn the_runtime_claims_only_kinds_it_can_run() {
     assert_eq!((row.state, row.attempts), (lq_runtime::JobState::Queued, 0));
 }
 
+/// Enqueues a no-op job for each of `ns` on `default`.
+async fn enqueue_noops(db: &TestDb, ns: std::ops::Range<u64>) {
+    Noop::enqueue_many(&db.pool, ns.map(|n| Noop { n }), EnqueueOptions::new())
+        .await
+        .unwrap();
+}
+
 /// Enqueues `queued` no-op jobs and claims up to `claim` of them as worker `t`,
 /// on a connection kept for the test's later writes.
 async fn claim_noops(
@@ -127,13 +134,7 @@ async fn claim_noops(
     sqlx::pool::PoolConnection<sqlx::Postgres>,
     Vec<db::claim::ClaimedJob>,
 ) {
-    Noop::enqueue_many(
-        &db.pool,
-        (0..queued).map(|n| Noop { n }),
-        EnqueueOptions::new(),
-    )
-    .await
-    .unwrap();
+    enqueue_noops(db, 0..queued).await;
     let mut conn = db.pool.acquire().await.unwrap();
     let kinds = vec!["test.noop".to_owned()];
     let got = db::claim::job_claim(&mut conn, "default", &kinds, &[30.0], claim, "t")
@@ -158,13 +159,7 @@ async fn the_claim_never_takes_more_than_asked() {
 async fn a_claim_rewrites_its_rows_in_place() {
     let db = TestDb::new().await;
     let page_of = "select id, (ctid::text::point)[0]::bigint as page from lq.jobs order by id";
-    Noop::enqueue_many(
-        &db.pool,
-        (0..500).map(|n| Noop { n }),
-        EnqueueOptions::new(),
-    )
-    .await
-    .unwrap();
+    enqueue_noops(&db, 0..500).await;
     let before: Vec<(i64, i64)> = sqlx::query_as(page_of).fetch_all(&db.pool).await.unwrap();
     let pages: std::collections::HashSet<i64> = before.iter().map(|(_, page)| *page).collect();
     assert!(pages.len() > 1, "the jobs must span pages: {pages:?}");
@@ -373,13 +368,7 @@ async fn a_rescued_job_keeps_its_place_in_the_queue() {
     db::claim::job_claim(&mut conn, "default", &kinds, &[30.0], 1, "dies")
         .await
         .unwrap();
-    Noop::enqueue_many(
-        &db.pool,
-        (1..100).map(|n| Noop { n }),
-        EnqueueOptions::new(),
-    )
-    .await
-    .unwrap();
+    enqueue_noops(&db, 1..100).await;
     sqlx::query("update lq.jobs set lease_expires_at = now() - interval '1 second' where id = $1")
         .bind(first)
         .execute(&mut *conn)

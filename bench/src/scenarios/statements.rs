@@ -24,25 +24,19 @@ use crate::{cpu::CpuSnap, db, stats::Spread};
 /// claims reach (claim-ahead).
 const CLAIM: i64 = 500;
 
-/// The runtime's hot-path session settings (`HOT_PATH_SETTINGS` in
-/// `lq-runtime/src/builder.rs`): one generic plan, no JIT, index paths only.
-const HOT_PATH: [(&str, &str); 5] = [
-    ("plan_cache_mode", "force_generic_plan"),
-    ("jit", "off"),
-    ("enable_seqscan", "off"),
-    ("enable_bitmapscan", "off"),
-    ("enable_sort", "off"),
-];
+/// One claim of [`CLAIM`] bench jobs, as the runtime's claimer sends it.
+async fn claim(conn: &mut PgConnection) -> Result<Vec<lq_db::claim::ClaimedJob>> {
+    let kinds = [<crate::jobs::Noop as lq_runtime::Job>::KIND.to_owned()];
+    Ok(lq_db::claim::job_claim(conn, super::QUEUE, &kinds, &[30.0], CLAIM, OWNER).await?)
+}
 
 /// One stream: claims and acknowledges until a claim comes back empty; returns
 /// the jobs it finished, and its connection (closed once PostgreSQL's CPU time
 /// is read: a backend's time is counted only while it lives).
 async fn stream(mut conn: PgConnection) -> Result<(u64, PgConnection)> {
-    let kinds = vec![<crate::jobs::Noop as lq_runtime::Job>::KIND.to_owned()];
     let mut done = 0;
     loop {
-        let claimed =
-            lq_db::claim::job_claim(&mut conn, super::QUEUE, &kinds, &[30.0], CLAIM, OWNER).await?;
+        let claimed = claim(&mut conn).await?;
         if claimed.is_empty() {
             return Ok((done, conn));
         }
@@ -69,11 +63,8 @@ async fn split(
 ) -> Result<(u64, [PgConnection; 2])> {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(i64, sqlx::types::Uuid)>();
     let claims = tokio::spawn(async move {
-        let kinds = vec![<crate::jobs::Noop as lq_runtime::Job>::KIND.to_owned()];
         loop {
-            let claimed =
-                lq_db::claim::job_claim(&mut claimer, super::QUEUE, &kinds, &[30.0], CLAIM, OWNER)
-                    .await?;
+            let claimed = claim(&mut claimer).await?;
             if claimed.is_empty() {
                 return anyhow::Ok(claimer);
             }
@@ -133,7 +124,7 @@ async fn once(ctx: &Ctx, n: u64, shape: Shape) -> Result<(f64, f64)> {
         "the runtime's statements, {}, claims of {CLAIM}, {n} jobs",
         shape.label()
     ));
-    let opts = ctx.opts.clone().options(HOT_PATH);
+    let opts = ctx.opts.clone().options(lq_db::HOT_PATH_SETTINGS);
     let k = match shape {
         Shape::Streams(k) => k,
         Shape::Split => 2,

@@ -59,7 +59,7 @@ pub struct ClaimedJob {
 /// OS random source per claim) and paired with the claimed ids in the statement.
 ///
 /// The runtime runs it on connections that force one generic plan, with table
-/// scans and sorts ruled out (`HOT_PATH_SETTINGS` in `lq-runtime`): the pickup
+/// scans and sorts ruled out ([`super::HOT_PATH_SETTINGS`]): the pickup
 /// index in order, then the primary key. That saves a fresh plan per claim, which
 /// cost as much as a third of a 100-row claim; left to choose, PostgreSQL keeps
 /// planning anew, because a generic `limit $3` is costed as a tenth of the table.
