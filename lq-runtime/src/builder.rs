@@ -233,7 +233,8 @@ impl RuntimeBuilder {
         let timeout = self.config.db_timeout;
         let pool = runtime_pool(size, timeout, options.clone());
         let hot = options.options(db::HOT_PATH_SETTINGS);
-        let hot_pool = runtime_pool(claim_conns, timeout, hot.clone());
+        let overlap = preflight::overlap_connections(claim_conns);
+        let hot_pool = runtime_pool(claim_conns + overlap, timeout, hot.clone());
         let completer_pool = runtime_pool(1, timeout, hot);
         // One connection with the runtime's own settings now, so a setting the
         // server refuses fails start() rather than every later statement.
@@ -255,6 +256,7 @@ impl RuntimeBuilder {
             pool,
             hot_pool,
             keep_claim_conns: queues <= preflight::MAX_CLAIM_CONNECTIONS,
+            keep_overlap_conns: queues <= overlap,
             completer_pool,
             config: self.config,
             kinds,

@@ -8,13 +8,14 @@
 //! handlers keep going idle and drops to nothing as soon as they do not, so a queue
 //! of slow jobs never holds jobs another worker could run.
 
-/// Most jobs a queue of `concurrency` handlers may claim ahead: four times its
-/// concurrency, or none with `claim_ahead` off. Four rather than two lets a
-/// drain of short jobs reach `max_claim_batch` (500 at concurrency 100), which
-/// measured 3–5 % faster (`bench/FINDINGS.md`, stop 28).
+/// Most jobs a queue of `concurrency` handlers may claim ahead: nine times its
+/// concurrency, or none with `claim_ahead` off. Nine lets a drain of short jobs
+/// have two claims of `max_claim_batch` in flight at concurrency 100 (100 idle
+/// handlers and 900 ahead); one claim at a time left PostgreSQL's second core
+/// partly idle (`bench/FINDINGS.md`, stops 28 and 31).
 pub(crate) fn most(config: &crate::RuntimeConfig, concurrency: usize) -> usize {
     if config.claim_ahead {
-        concurrency * 4
+        concurrency * 9
     } else {
         0
     }

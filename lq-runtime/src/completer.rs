@@ -169,9 +169,7 @@ async fn write(
             "jobs finished after their lease was lost; another worker may run them again"
         );
     }
-    for id in ids {
-        shared.inflight.remove(id);
-    }
+    shared.inflight.remove_all(&ids);
 }
 
 /// One success the database refused on its own (`refused`): written again with a

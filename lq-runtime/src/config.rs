@@ -16,9 +16,10 @@ pub struct RuntimeConfig {
     /// them may claim jobs ahead of its idle handlers (default `true`). The extra
     /// grows only while at least half the handlers sit idle after a full claim and
     /// is gone as soon as they do not, so slow jobs are never held back from other
-    /// workers; at most four times the concurrency waits, each lease renewed by the
+    /// workers; at most nine times the concurrency waits, each lease renewed by the
     /// heartbeat. It makes claims of short jobs larger, and a claim's fixed cost
-    /// smaller per job. `false` claims only for idle handlers.
+    /// smaller per job, and lets a second claim go out while the first is in
+    /// flight. `false` claims only for idle handlers, one claim at a time.
     pub claim_ahead: bool,
     /// Most completions acknowledged by one statement (default 1000).
     pub max_complete_batch: usize,

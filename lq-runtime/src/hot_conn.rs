@@ -47,6 +47,17 @@ impl HotConn {
         Ok(self.conn.as_mut().expect("taken above"))
     }
 
+    /// Whether a call may start without waiting for another task's connection:
+    /// this task keeps one (the first call opens it), or the pool has one idle
+    /// (taken now) or room to open one.
+    pub fn ready_now(&mut self) -> bool {
+        if self.keep || self.conn.is_some() {
+            return true;
+        }
+        self.conn = self.pool.try_acquire();
+        self.conn.is_some() || self.pool.size() < self.pool.options().get_max_connections()
+    }
+
     /// Drops the kept connection after a failed or timed-out call. It is detached
     /// from the pool first, so its place is free at once: sqlx's graceful close
     /// would hold the place until it finished, which on a dead connection can take

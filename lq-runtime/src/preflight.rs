@@ -17,6 +17,11 @@ pub const MAX_CONCURRENCY: usize = 100_000;
 /// claimers share this many and borrow one per claim.
 pub(crate) const MAX_CLAIM_CONNECTIONS: u32 = 16;
 
+/// Connections for a queue's second claim in flight (see `producer`), shared by
+/// every queue: each of up to this many queues keeps one, beyond that a busy
+/// queue borrows one per claim when one is free.
+pub(crate) const OVERLAP_CLAIM_CONNECTIONS: u32 = 2;
+
 /// Refuses settings that cannot work (zero intervals and batches, an owner name
 /// the database cannot store, concurrency beyond what a semaphore holds).
 pub(crate) fn validate(config: &RuntimeConfig, queues: &[(String, usize)]) -> Result<(), Error> {
@@ -84,10 +89,16 @@ pub(crate) async fn check_privileges(pool: &PgPool, timeout: Duration) -> Result
     }
 }
 
-/// Connections a runtime opens: the general pool, the claimers' and the
-/// completer's hot-path connections, and the heartbeat's own.
+/// Connections a runtime opens: the general pool, the claimers' (`claim_conns`
+/// and those for overlapping claims) and the completer's hot-path connections,
+/// and the heartbeat's own.
 pub(crate) fn connections_needed(pool_size: u32, claim_conns: u32) -> u32 {
-    pool_size + claim_conns + 1 + 1
+    pool_size + claim_conns + overlap_connections(claim_conns) + 1 + 1
+}
+
+/// Connections for overlapping claims when `claim_conns` serve the queues.
+pub(crate) fn overlap_connections(claim_conns: u32) -> u32 {
+    claim_conns.min(OVERLAP_CLAIM_CONNECTIONS)
 }
 
 /// Fails with [`Error::NotEnoughConnections`] when the server could never give

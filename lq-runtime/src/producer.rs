@@ -1,72 +1,142 @@
 //! One claimer per queue: takes batches of ready jobs while the queue has free slots,
-//! and, while its handlers outpace it, some jobs ahead of them (`claim_ahead`).
+//! and, while its handlers outpace it, some jobs ahead of them (`claim_ahead`) with
+//! a second claim in flight beside the first.
 
-use std::sync::Arc;
+use std::{sync::Arc, time::Instant};
 
-use lq_core::db;
+use futures_util::{stream::FuturesUnordered, StreamExt};
+use lq_core::{db, db::claim::ClaimedJob, Error};
+use tokio::sync::Semaphore;
 use tracing::{debug, warn, Instrument};
 
 use crate::{
-    claim_ahead::ClaimAhead, executor, hot_conn::HotConn, shared::retry_delay, shared::Shared,
-    slots::Slots, stats::Stats, wake::QueueWake,
+    claim_ahead::ClaimAhead,
+    executor,
+    hot_conn::HotConn,
+    shared::retry_delay,
+    shared::Shared,
+    slots::{Reservation, Slots},
+    stats::Stats,
+    wake::QueueWake,
 };
+
+/// One claim's outcome, with what it borrowed: its connection and its leases.
+struct Returned {
+    conn: Conn,
+    reserved: Reservation,
+    limit: usize,
+    /// Handlers idle when the statement returned: many means the claims, not the
+    /// handlers, are the limit.
+    idle_at_return: usize,
+    began: Instant,
+    span: tracing::Span,
+    result: Result<Vec<ClaimedJob>, Error>,
+}
+
+/// Which of the claimer's two connections a claim runs on.
+struct Conn {
+    hot: HotConn,
+    overlap: bool,
+}
 
 /// Claims jobs for `queue` until the runtime stops. `slots` bounds how many of its
 /// jobs run and are leased at once; each claim asks for at most the idle handlers
-/// plus the claim-ahead allowance, and never more than the free leases.
+/// plus the claim-ahead allowance, less the jobs that already wait for a handler
+/// or are being claimed, and never more than the free leases.
+///
+/// While the handlers outpace the claims (the claim-ahead allowance is growing) a
+/// second claim of at least half `max_claim_batch` goes out while the first is in
+/// flight, on a connection of its own: one claim statement at a time kept one
+/// server core busy and left the rest of a small server idle. Claims in flight
+/// always run to their end, also at shutdown, so none leaves jobs leased by nobody.
 pub(crate) async fn run(shared: Arc<Shared>, queue: String, slots: Slots, wake: Arc<QueueWake>) {
-    let mut conn = HotConn::new(shared.hot_pool.clone(), shared.keep_claim_conns);
+    let mut main = Some(Conn {
+        hot: HotConn::new(shared.hot_pool.clone(), shared.keep_claim_conns),
+        overlap: false,
+    });
+    let mut second = Some(Conn {
+        hot: HotConn::new(shared.hot_pool.clone(), shared.keep_overlap_conns),
+        overlap: true,
+    });
+    let mut in_flight = FuturesUnordered::new();
     let mut ahead = ClaimAhead::new(slots.concurrency(), slots.most_ahead());
     let mut failures = 0u32;
+    let mut dry = false;
     let queue_name: Arc<str> = Arc::from(queue.as_str());
     let metrics = crate::telemetry::ClaimMetrics::new(&queue);
+    let max_batch = shared.config.max_claim_batch;
     loop {
-        if shared.stopping.is_cancelled() {
-            return;
+        let stopping = shared.stopping.is_cancelled();
+        if !stopping && !dry {
+            let limit = slots.claimable(ahead.extra()).min(max_batch);
+            let conn = if limit == 0 {
+                None
+            } else if in_flight.is_empty() {
+                main.take()
+            } else if ahead.extra() > 0 && limit >= (max_batch / 2).max(1) {
+                second.take_if(|c| c.hot.ready_now())
+            } else {
+                None
+            };
+            if let Some(conn) = conn {
+                if conn.overlap {
+                    Stats::add(&shared.stats.overlapping_claims, 1);
+                }
+                let reserved = slots.reserve(limit).expect("claimable counts free leases");
+                in_flight.push(claim(&shared, &queue, conn, reserved, limit, &slots));
+                continue;
+            }
         }
-        let free = slots.free();
-        if free == 0 {
-            // Wait for a slot, then look again.
+        if in_flight.is_empty() {
+            if stopping {
+                return;
+            }
             tokio::select! {
-                _ = slots.wait_free() => {}
+                // The queue has no more work now: wait for a NOTIFY, the idle poller
+                // (`poller`) or a retry coming due to say it has.
+                _ = wake.wait(), if dry => dry = false,
+                // No room: wait for a handler or a lease, then look again.
+                _ = slots.wait_free(), if !dry => {}
                 _ = shared.stopping.cancelled() => return,
             }
             continue;
         }
-        let limit = slots
-            .claimable(ahead.extra())
-            .min(shared.config.max_claim_batch);
-        let began = std::time::Instant::now();
-        let span = crate::telemetry::claim_span(&queue, limit);
-        let claimed = db::timed("job_claim", shared.config.db_timeout, async {
-            db::claim::job_claim(
-                conn.get("job_claim").await?,
-                &queue,
-                &shared.kinds,
-                &shared.lease_secs,
-                limit as i64,
-                &shared.config.owner,
-            )
-            .await
-        })
-        .instrument(span.clone())
-        .await;
-        let jobs = match claimed {
+        // Jobs starting may make room for a second claim meanwhile.
+        let may_open = !stopping && !dry && second.is_some() && slots.has_unstarted();
+        let returned = tokio::select! {
+            r = in_flight.next() => r.expect("a claim in flight"),
+            _ = slots.all_started(), if may_open => continue,
+        };
+        let Returned {
+            mut conn,
+            mut reserved,
+            limit,
+            idle_at_return,
+            began,
+            span,
+            result,
+        } = returned;
+        let jobs = match result {
             Ok(jobs) => {
-                conn.done();
+                conn.hot.done();
                 failures = 0;
                 jobs
             }
             Err(e) => {
-                conn.discard();
+                conn.hot.discard();
+                give_back(&mut main, &mut second, conn);
+                drop(reserved);
                 failures += 1;
                 warn!(queue, error = %lq_core::chain(&e), "claim failed; retrying");
-                if shared.pause(retry_delay(failures)).await {
+                // Waits out the delay with any other claim still in flight; that
+                // one's jobs are handed out when the loop comes back to it.
+                if shared.pause(retry_delay(failures)).await && in_flight.is_empty() {
                     return;
                 }
                 continue;
             }
         };
+        give_back(&mut main, &mut second, conn);
         let got = jobs.len();
         span.record("lq.claimed", got);
         metrics.claimed(got, began.elapsed().as_secs_f64());
@@ -77,29 +147,71 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: String, slots: Slots, wake: 
             Stats::add(&shared.stats.claimed, got as u64);
         }
         for job in jobs {
-            // Only this task takes leases, so the `limit` it claimed are still free.
-            let Some(slot) = slots.take() else { return };
+            let slot = slots
+                .take_reserved(&mut reserved)
+                .expect("a claim returns at most the jobs it reserved leases for");
             if slot.waits_for_handler() {
                 Stats::add(&shared.stats.claimed_ahead, 1);
             }
             executor::spawn(shared.clone(), queue_name.clone(), job, slot);
         }
+        drop(reserved); // the leases of rows the claim did not find
         if got == limit {
             // A full batch: there may be more ready right now. Let the jobs just
-            // spawned start first, so short ones free their slots for this claim.
-            tokio::select! {
-                _ = slots.all_started() => {}
-                _ = shared.stopping.cancelled() => return,
-            }
-            ahead.after_full_claim(slots.idle_handlers());
-            continue;
+            // spawned begin first, so short ones hand their handlers back.
+            ahead.after_full_claim(idle_at_return);
+            tokio::task::yield_now().await;
+        } else {
+            ahead.after_partial_claim();
+            dry = true;
         }
-        ahead.after_partial_claim();
-        // The queue has no more work now: wait for a NOTIFY, the idle poller
-        // (`poller`) or a retry coming due to say it has.
-        tokio::select! {
-            _ = wake.wait() => {}
-            _ = shared.stopping.cancelled() => return,
+    }
+}
+
+/// Puts a claim's connection back where it came from.
+fn give_back(main: &mut Option<Conn>, second: &mut Option<Conn>, conn: Conn) {
+    if conn.overlap {
+        *second = Some(conn);
+    } else {
+        *main = Some(conn);
+    }
+}
+
+/// One claim of at most `limit` jobs on `conn`, their leases in `reserved`.
+fn claim(
+    shared: &Arc<Shared>,
+    queue: &str,
+    mut conn: Conn,
+    reserved: Reservation,
+    limit: usize,
+    slots: &Slots,
+) -> impl std::future::Future<Output = Returned> {
+    let (shared, queue) = (shared.clone(), queue.to_owned());
+    let handlers: Arc<Semaphore> = slots.handlers();
+    let span = crate::telemetry::claim_span(&queue, limit);
+    let began = Instant::now();
+    async move {
+        let result = db::timed("job_claim", shared.config.db_timeout, async {
+            db::claim::job_claim(
+                conn.hot.get("job_claim").await?,
+                &queue,
+                &shared.kinds,
+                &shared.lease_secs,
+                limit as i64,
+                &shared.config.owner,
+            )
+            .await
+        })
+        .instrument(span.clone())
+        .await;
+        Returned {
+            conn,
+            reserved,
+            limit,
+            idle_at_return: handlers.available_permits(),
+            began,
+            span,
+            result,
         }
     }
 }

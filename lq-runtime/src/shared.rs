@@ -18,6 +18,9 @@ pub(crate) struct Shared {
     /// Whether each claimer keeps a connection of `hot_pool` (one per queue, up
     /// to [`crate::preflight::MAX_CLAIM_CONNECTIONS`] queues) or borrows one per claim.
     pub keep_claim_conns: bool,
+    /// Whether each claimer keeps a connection for a second claim in flight (up
+    /// to `OVERLAP_CLAIM_CONNECTIONS` queues), or borrows one when one is free.
+    pub keep_overlap_conns: bool,
     /// The completer's own hot-path connection, never shared, so no number of
     /// queues can starve the writing of successes.
     pub completer_pool: PgPool,

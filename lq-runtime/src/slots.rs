@@ -4,10 +4,14 @@
 //! still being written; a claim may also take jobs ahead of the idle handlers
 //! (`claim_ahead`): those wait here for a handler, with leases of their own.
 //!
-//! Slots also count the claimed jobs whose task has not started yet, so the claimer
-//! can wait for its last batch to start before it sizes the next claim: short jobs
-//! then hand their handlers back first, and one claim takes a whole batch instead
-//! of the few handlers that happened to be free.
+//! A claim reserves its leases before it is sent ([`Slots::reserve`]), so two claims
+//! in flight never promise the same room; jobs waiting for a handler and leases
+//! reserved count against the next claim's size.
+//!
+//! Slots also count the claimed jobs whose task has not started yet, so a claimer
+//! with one claim in flight can wait for its last batch to start before it sizes a
+//! second: short jobs then hand their handlers back first, and the second claim
+//! takes a whole batch instead of the few handlers that happened to be free.
 
 use std::sync::{
     atomic::{AtomicUsize, Ordering},
@@ -31,6 +35,27 @@ pub(crate) struct Slots {
     handlers: Arc<Semaphore>,
     leases: Arc<Semaphore>,
     unstarted: Arc<Unstarted>,
+    /// Claimed jobs waiting for a handler.
+    waiting: Arc<AtomicUsize>,
+    /// Leases reserved by claims still in flight.
+    claiming: Arc<AtomicUsize>,
+}
+
+/// Leases set aside for one claim in flight, handed to its jobs one by one
+/// ([`Slots::take_reserved`]); those it did not need go back when it is dropped.
+#[derive(Debug)]
+pub(crate) struct Reservation {
+    leases: Option<OwnedSemaphorePermit>,
+    claiming: Arc<AtomicUsize>,
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        if let Some(left) = self.leases.take() {
+            self.claiming
+                .fetch_sub(left.num_permits(), Ordering::AcqRel);
+        }
+    }
 }
 
 /// Claimed jobs whose task has not begun, and a wake-up for when none is left.
@@ -50,6 +75,8 @@ pub(crate) struct Slot {
     lease: OwnedSemaphorePermit,
     /// Held until the job's task starts.
     unstarted: Option<NotStarted>,
+    /// Held while the job waits for a handler.
+    waiting: Option<Waiting>,
 }
 
 impl Slots {
@@ -64,6 +91,8 @@ impl Slots {
             handlers: Arc::new(Semaphore::new(concurrency)),
             leases: Arc::new(Semaphore::new((concurrency + ahead) * LEASES_PER_HANDLER)),
             unstarted: Arc::default(),
+            waiting: Arc::default(),
+            claiming: Arc::default(),
         }
     }
 
@@ -89,20 +118,53 @@ impl Slots {
         self.ahead
     }
 
+    /// The handlers' semaphore, to read how many are idle later.
+    pub fn handlers(&self) -> Arc<Semaphore> {
+        self.handlers.clone()
+    }
+
+    /// Whether some claimed job has not started yet.
+    pub fn has_unstarted(&self) -> bool {
+        self.unstarted.count.load(Ordering::Acquire) > 0
+    }
+
     /// Handlers not running a job now.
     pub fn idle_handlers(&self) -> usize {
         self.handlers.available_permits()
     }
 
-    /// How many jobs may be claimed now, each with a handler waiting for it.
-    pub fn free(&self) -> usize {
-        self.idle_handlers().min(self.leases.available_permits())
+    /// How many jobs may be claimed now when `ahead` of them may wait for a
+    /// handler: the idle handlers plus `ahead`, less the jobs claimed that have
+    /// not started and those the claims in flight reserved, and never more than
+    /// the free leases.
+    pub fn claimable(&self, ahead: usize) -> usize {
+        let taken = self.waiting.load(Ordering::Acquire) + self.claiming.load(Ordering::Acquire);
+        (self.idle_handlers() + ahead)
+            .saturating_sub(taken)
+            .min(self.leases.available_permits())
     }
 
-    /// How many jobs may be claimed now when `ahead` of them may wait for a
-    /// handler: never more than the free leases.
-    pub fn claimable(&self, ahead: usize) -> usize {
-        (self.idle_handlers() + ahead).min(self.leases.available_permits())
+    /// Sets `n` leases aside for a claim about to be sent; `None` if fewer are free.
+    pub fn reserve(&self, n: usize) -> Option<Reservation> {
+        let n32 = u32::try_from(n).ok()?;
+        let leases = self.leases.clone().try_acquire_many_owned(n32).ok()?;
+        self.claiming.fetch_add(n, Ordering::AcqRel);
+        Some(Reservation {
+            leases: Some(leases),
+            claiming: self.claiming.clone(),
+        })
+    }
+
+    /// A slot for one job of a claim, its lease from the claim's reservation.
+    pub fn take_reserved(&self, reserved: &mut Reservation) -> Option<Slot> {
+        let all = reserved.leases.as_mut()?;
+        let lease = if all.num_permits() == 1 {
+            reserved.leases.take()?
+        } else {
+            all.split(1)?
+        };
+        self.claiming.fetch_sub(1, Ordering::AcqRel);
+        Some(self.slot(lease))
     }
 
     /// Waits until at least one job may be claimed.
@@ -115,19 +177,27 @@ impl Slots {
         }
     }
 
-    /// Takes a slot for one claimed job, with a handler if one is idle (else the
+    /// Takes a slot for one claimed job outside any reservation (tests), with a handler if one is idle (else the
     /// job waits for one: [`Slot::wait_for_handler`]); `None` only if no lease is
     /// free, which the claimer rules out by claiming at most [`Slots::claimable`].
+    #[cfg(test)]
     pub fn take(&self) -> Option<Slot> {
         let lease = self.leases.clone().try_acquire_owned().ok()?;
+        Some(self.slot(lease))
+    }
+
+    /// A slot around `lease`, with a handler if one is idle.
+    fn slot(&self, lease: OwnedSemaphorePermit) -> Slot {
         let handler = self.handlers.clone().try_acquire_owned().ok();
         self.unstarted.count.fetch_add(1, Ordering::AcqRel);
-        Some(Slot {
+        let waiting = handler.is_none().then(|| Waiting::new(&self.waiting));
+        Slot {
             handler,
             handlers: self.handlers.clone(),
             lease,
             unstarted: Some(NotStarted(self.unstarted.clone())),
-        })
+            waiting,
+        }
     }
 }
 
@@ -144,6 +214,7 @@ impl Slot {
             // The semaphore is never closed, so this only ever returns a permit.
             self.handler = self.handlers.clone().acquire_owned().await.ok();
         }
+        self.waiting = None;
     }
 
     /// The job's handler is about to run; called once it has a handler.
@@ -177,6 +248,23 @@ impl Slot {
     }
 }
 
+/// One claimed job counted as waiting for a handler, until it has one or is dropped.
+#[derive(Debug)]
+struct Waiting(Arc<AtomicUsize>);
+
+impl Waiting {
+    fn new(count: &Arc<AtomicUsize>) -> Self {
+        count.fetch_add(1, Ordering::AcqRel);
+        Self(count.clone())
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 /// One claimed job counted as not started; dropping it (when the task starts, or
 /// when a task is dropped before it ran) takes it off the count.
 #[derive(Debug)]
@@ -197,10 +285,44 @@ mod tests {
     #[test]
     fn leases_cover_the_handlers_and_the_jobs_claimed_ahead() {
         let slots = Slots::new(4, 8);
-        assert_eq!(slots.free(), 4);
         assert_eq!(slots.claimable(0), 4);
         assert_eq!(slots.claimable(8), 12);
         assert_eq!(slots.claimable(100), (4 + 8) * LEASES_PER_HANDLER);
+    }
+
+    #[test]
+    fn a_claim_in_flight_and_its_unstarted_jobs_count_against_the_next_claim() {
+        let slots = Slots::new(4, 8);
+        let mut first = slots.reserve(10).expect("leases are free");
+        assert_eq!(
+            slots.claimable(8),
+            2,
+            "12 may be taken, 10 are being claimed"
+        );
+        let got: Vec<Slot> = (0..6)
+            .map(|_| slots.take_reserved(&mut first).unwrap())
+            .collect();
+        assert_eq!(slots.claimable(8), 2, "6 unstarted and 4 still reserved");
+        drop(first);
+        assert_eq!(
+            slots.claimable(8),
+            6,
+            "the rows not found give their leases back"
+        );
+        assert_eq!(got.iter().filter(|s| s.waits_for_handler()).count(), 2);
+        drop(got);
+        assert_eq!(slots.claimable(8), 12);
+        assert_eq!(slots.leases.available_permits(), 36);
+    }
+
+    #[test]
+    fn a_reservation_hands_out_no_more_leases_than_it_holds() {
+        let slots = Slots::new(2, 0);
+        let mut r = slots.reserve(2).expect("leases are free");
+        let _a = slots.take_reserved(&mut r).expect("the first of two");
+        let _b = slots.take_reserved(&mut r).expect("the second of two");
+        assert!(slots.take_reserved(&mut r).is_none());
+        assert!(slots.reserve(5).is_none(), "only 4 of 6 leases are free");
     }
 
     #[test]

@@ -9,6 +9,7 @@ pub struct Stats {
     pub(crate) idle_polls: AtomicU64,
     pub(crate) claimed: AtomicU64,
     pub(crate) claimed_ahead: AtomicU64,
+    pub(crate) overlapping_claims: AtomicU64,
     pub(crate) succeeded: AtomicU64,
     pub(crate) retried: AtomicU64,
     pub(crate) dead: AtomicU64,
@@ -33,6 +34,9 @@ pub struct StatsSnapshot {
     /// Jobs claimed ahead of an idle handler, which waited in this process for one
     /// (see `RuntimeConfig::claim_ahead`).
     pub claimed_ahead: u64,
+    /// Claims sent while another claim of the same queue was in flight (see
+    /// `RuntimeConfig::claim_ahead`).
+    pub overlapping_claims: u64,
     /// Jobs that ended succeeded.
     pub succeeded: u64,
     /// Failed attempts queued for retry.
@@ -65,6 +69,7 @@ impl Stats {
             idle_polls: self.idle_polls.load(Relaxed),
             claimed: self.claimed.load(Relaxed),
             claimed_ahead: self.claimed_ahead.load(Relaxed),
+            overlapping_claims: self.overlapping_claims.load(Relaxed),
             succeeded: self.succeeded.load(Relaxed),
             retried: self.retried.load(Relaxed),
             dead: self.dead.load(Relaxed),

@@ -265,8 +265,9 @@ pub async fn run(ctx: &mut Ctx) -> Result<()> {
     }
 
     // A claim takes at most the idle handlers plus the claim-ahead allowance (up to
-    // four times the concurrency), so max_claim_batch only matters below five times
-    // the concurrency: the grid skips combinations that behave the same.
+    // nine times the concurrency, shared by two claims in flight), so max_claim_batch
+    // only matters below five times the concurrency: the grid skips combinations
+    // that behave the same.
     let grid: Vec<Settings> = if ctx.quick {
         [50, 100, 200, 400]
             .map(|c| Settings {
