@@ -67,19 +67,19 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: String, slots: Slots, wake: 
     let max_batch = shared.config.max_claim_batch;
     loop {
         let stopping = shared.stopping.is_cancelled();
+        let overlapping = !in_flight.is_empty();
         if !stopping && !dry {
             let limit = slots.claimable(ahead.extra()).min(max_batch);
-            let conn = if limit == 0 {
-                None
-            } else if in_flight.is_empty() {
-                main.take()
-            } else if ahead.extra() > 0 && limit >= (max_batch / 2).max(1) {
-                second.take_if(|c| c.hot.ready_now())
-            } else {
-                None
-            };
+            let conn =
+                if limit == 0 || (overlapping && limit < worth_overlapping(&ahead, max_batch)) {
+                    None
+                } else if main.is_some() {
+                    main.take()
+                } else {
+                    second.take_if(|c| c.hot.ready_now())
+                };
             if let Some(conn) = conn {
-                if conn.overlap {
+                if overlapping {
                     Stats::add(&shared.stats.overlapping_claims, 1);
                 }
                 let reserved = slots.reserve(limit).expect("claimable counts free leases");
@@ -101,11 +101,11 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: String, slots: Slots, wake: 
             }
             continue;
         }
-        // Jobs starting may make room for a second claim meanwhile.
-        let may_open = !stopping && !dry && second.is_some() && slots.has_unstarted();
+        // Jobs claimed ahead starting may make room for a second claim meanwhile.
+        let may_open = !stopping && !dry && in_flight.len() < 2 && ahead.extra() > 0;
         let returned = tokio::select! {
             r = in_flight.next() => r.expect("a claim in flight"),
-            _ = slots.all_started(), if may_open => continue,
+            _ = slots.all_started(), if may_open && slots.has_unstarted() => continue,
         };
         let Returned {
             mut conn,
@@ -165,6 +165,17 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: String, slots: Slots, wake: 
             ahead.after_partial_claim();
             dry = true;
         }
+    }
+}
+
+/// Smallest claim worth sending while another is in flight: only while jobs are
+/// claimed ahead (the claimer, not the handlers, is the limit), and then half a
+/// full batch, so the two claims do not split one batch's rows between them.
+fn worth_overlapping(ahead: &ClaimAhead, max_batch: usize) -> usize {
+    if ahead.extra() > 0 {
+        (max_batch / 2).max(1)
+    } else {
+        usize::MAX
     }
 }
 
