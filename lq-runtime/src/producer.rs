@@ -36,7 +36,7 @@ struct Returned {
 /// Which of the claimer's two connections a claim runs on.
 struct Conn {
     hot: HotConn,
-    overlap: bool,
+    is_second: bool,
 }
 
 /// Claims jobs for `queue` until the runtime stops. `slots` bounds how many of its
@@ -52,11 +52,11 @@ struct Conn {
 pub(crate) async fn run(shared: Arc<Shared>, queue: String, slots: Slots, wake: Arc<QueueWake>) {
     let mut main = Some(Conn {
         hot: HotConn::new(shared.hot_pool.clone(), shared.keep_claim_conns),
-        overlap: false,
+        is_second: false,
     });
     let mut second = Some(Conn {
         hot: HotConn::new(shared.hot_pool.clone(), shared.keep_overlap_conns),
-        overlap: true,
+        is_second: true,
     });
     let mut in_flight = FuturesUnordered::new();
     let mut ahead = ClaimAhead::new(slots.concurrency(), slots.most_ahead());
@@ -181,7 +181,7 @@ fn worth_overlapping(ahead: &ClaimAhead, max_batch: usize) -> usize {
 
 /// Puts a claim's connection back where it came from.
 fn give_back(main: &mut Option<Conn>, second: &mut Option<Conn>, conn: Conn) {
-    if conn.overlap {
+    if conn.is_second {
         *second = Some(conn);
     } else {
         *main = Some(conn);
