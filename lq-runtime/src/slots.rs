@@ -134,9 +134,9 @@ impl Slots {
     }
 
     /// How many jobs may be claimed now when `ahead` of them may wait for a
-    /// handler: the idle handlers plus `ahead`, less the jobs claimed that have
-    /// not started and those the claims in flight reserved, and never more than
-    /// the free leases.
+    /// handler: the idle handlers plus `ahead`, less the jobs already waiting for
+    /// a handler and the leases the claims in flight reserved, and never more
+    /// than the free leases.
     pub fn claimable(&self, ahead: usize) -> usize {
         let taken = self.waiting.load(Ordering::Acquire) + self.claiming.load(Ordering::Acquire);
         (self.idle_handlers() + ahead)
@@ -177,9 +177,9 @@ impl Slots {
         }
     }
 
-    /// Takes a slot for one claimed job outside any reservation (tests), with a handler if one is idle (else the
-    /// job waits for one: [`Slot::wait_for_handler`]); `None` only if no lease is
-    /// free, which the claimer rules out by claiming at most [`Slots::claimable`].
+    /// Takes a slot for one job outside any reservation (tests only), with a
+    /// handler if one is idle (else the job waits for one:
+    /// [`Slot::wait_for_handler`]); `None` if no lease is free.
     #[cfg(test)]
     pub fn take(&self) -> Option<Slot> {
         let lease = self.leases.clone().try_acquire_owned().ok()?;
