@@ -12,13 +12,15 @@ pub struct RuntimeConfig {
     /// Most jobs one claim statement takes (default 500); a claim never takes more
     /// than the queue's idle handlers plus its claim-ahead allowance.
     pub max_claim_batch: usize,
-    /// Whether a queue whose handlers finish jobs faster than its claims bring
-    /// them may claim jobs ahead of its idle handlers (default `true`). The extra
-    /// grows only while at least half the handlers sit idle after a full claim and
-    /// is gone as soon as they do not, so slow jobs are never held back from other
-    /// workers; at most nine times the concurrency waits, each lease renewed by the
-    /// heartbeat. It makes claims of short jobs larger, and a claim's fixed cost
-    /// smaller per job, and lets a second claim go out while the first is in
+    /// Whether a queue may claim jobs ahead of its idle handlers, so that handlers
+    /// finishing while a claim is out find a job waiting (default `true`). The
+    /// extra doubles while at least half the handlers sit idle after a full claim
+    /// (short jobs); otherwise it is twice the handlers that finished during the
+    /// last claim, so a queue of jobs much longer than a claim holds none back
+    /// from other workers; at most nine times the concurrency waits, each lease
+    /// renewed by the heartbeat. It makes claims of short jobs larger, and a
+    /// claim's fixed cost smaller per job, keeps handlers of jobs of a few
+    /// milliseconds busy, and lets a second claim go out while the first is in
     /// flight. `false` claims only for idle handlers, one claim at a time.
     pub claim_ahead: bool,
     /// Most completions acknowledged by one statement (default 1000).

@@ -180,6 +180,7 @@ async fn run(shared: Arc<Shared>, queue: Arc<str>, job: ClaimedJob, mut slot: Sl
                 shared.wake_after(&queue, delay);
             }
             shared.inflight.remove(job.id);
+            slot.handler_done();
             drop(slot);
         }
     }

@@ -1,6 +1,6 @@
 //! One claimer per queue: takes batches of ready jobs while the queue has free slots,
-//! and, while its handlers outpace it, some jobs ahead of them (`claim_ahead`) with
-//! a second claim in flight beside the first.
+//! and some jobs ahead of its handlers when they would otherwise wait for it
+//! (`claim_ahead`), with a second claim in flight beside the first.
 
 use std::{sync::Arc, time::Instant};
 
@@ -28,6 +28,8 @@ struct Returned {
     /// Handlers idle when the statement returned: many means the claims, not the
     /// handlers, are the limit.
     idle_at_return: usize,
+    /// The queue's finished-handler count when the claim was sent.
+    finished_at_send: usize,
     began: Instant,
     span: tracing::Span,
     result: Result<Vec<ClaimedJob>, Error>,
@@ -44,9 +46,8 @@ struct Conn {
 /// plus the claim-ahead allowance, less the jobs that already wait for a handler
 /// or are being claimed, and never more than the free leases.
 ///
-/// While the handlers outpace the claims (the claim-ahead allowance is growing) a
-/// second claim of at least half `max_claim_batch` goes out while the first is in
-/// flight, on a connection of its own: one claim statement at a time kept one
+/// While jobs are claimed ahead (see [`ClaimAhead`]) a second claim of at least
+/// half `max_claim_batch` goes out while the first is in flight, on a connection of its own: one claim statement at a time kept one
 /// server core busy and left the rest of a small server idle. Claims in flight
 /// always run to their end, also at shutdown, so none leaves jobs leased by nobody.
 pub(crate) async fn run(shared: Arc<Shared>, queue: String, slots: Slots, wake: Arc<QueueWake>) {
@@ -112,10 +113,12 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: String, slots: Slots, wake: 
             mut reserved,
             limit,
             idle_at_return,
+            finished_at_send,
             began,
             span,
             result,
         } = returned;
+        let finished_meanwhile = slots.finished().wrapping_sub(finished_at_send);
         let jobs = match result {
             Ok(jobs) => {
                 conn.hot.done();
@@ -159,7 +162,7 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: String, slots: Slots, wake: 
         if got == limit {
             // A full batch: there may be more ready right now. Let the jobs just
             // spawned begin first, so short ones hand their handlers back.
-            ahead.after_full_claim(idle_at_return);
+            ahead.after_full_claim(idle_at_return, finished_meanwhile);
             tokio::task::yield_now().await;
         } else {
             ahead.after_partial_claim();
@@ -200,6 +203,7 @@ fn claim(
     let (shared, queue) = (shared.clone(), queue.to_owned());
     let handlers: Arc<Semaphore> = slots.handlers();
     let span = crate::telemetry::claim_span(&queue, limit);
+    let finished_at_send = slots.finished();
     let began = Instant::now();
     async move {
         let result = db::timed("job_claim", shared.config.db_timeout, async {
@@ -220,6 +224,7 @@ fn claim(
             reserved,
             limit,
             idle_at_return: handlers.available_permits(),
+            finished_at_send,
             began,
             span,
             result,

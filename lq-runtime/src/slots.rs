@@ -36,9 +36,12 @@ pub(crate) struct Slots {
     leases: Arc<Semaphore>,
     unstarted: Arc<Unstarted>,
     /// Claimed jobs waiting for a handler.
-    waiting: Arc<AtomicUsize>,
+    waiting: Arc<WaitingJobs>,
     /// Leases reserved by claims still in flight.
     claiming: Arc<AtomicUsize>,
+    /// Handlers that have finished a job, ever: the claimer reads how many finished
+    /// while a claim was out.
+    finished: Arc<AtomicUsize>,
 }
 
 /// Leases set aside for one claim in flight, handed to its jobs one by one
@@ -77,6 +80,8 @@ pub(crate) struct Slot {
     unstarted: Option<NotStarted>,
     /// Held while the job waits for a handler.
     waiting: Option<Waiting>,
+    /// The queue's count of finished handlers.
+    finished: Arc<AtomicUsize>,
 }
 
 impl Slots {
@@ -93,7 +98,13 @@ impl Slots {
             unstarted: Arc::default(),
             waiting: Arc::default(),
             claiming: Arc::default(),
+            finished: Arc::default(),
         }
+    }
+
+    /// Handlers that have finished a job since the queue began (wrapping).
+    pub fn finished(&self) -> usize {
+        self.finished.load(Ordering::Acquire)
     }
 
     /// Waits until every job taken so far has started (and so, if it was short,
@@ -138,7 +149,8 @@ impl Slots {
     /// a handler and the leases the claims in flight reserved, and never more
     /// than the free leases.
     pub fn claimable(&self, ahead: usize) -> usize {
-        let taken = self.waiting.load(Ordering::Acquire) + self.claiming.load(Ordering::Acquire);
+        let taken =
+            self.waiting.count.load(Ordering::Acquire) + self.claiming.load(Ordering::Acquire);
         (self.idle_handlers() + ahead)
             .saturating_sub(taken)
             .min(self.leases.available_permits())
@@ -167,13 +179,22 @@ impl Slots {
         Some(self.slot(lease))
     }
 
-    /// Waits until at least one job may be claimed.
+    /// Waits until at least one job may be claimed: a handler and a lease free,
+    /// or a job claimed ahead gone to a handler (which leaves room for another
+    /// ahead). Handlers go to waiting jobs first, so without the second a claimer
+    /// keeping jobs ahead would wake only once none was left.
     pub async fn wait_free(&self) {
-        if let Ok(p) = self.handlers.acquire().await {
-            drop(p);
-        }
-        if let Ok(p) = self.leases.acquire().await {
-            drop(p);
+        let free = async {
+            if let Ok(p) = self.handlers.acquire().await {
+                drop(p);
+            }
+            if let Ok(p) = self.leases.acquire().await {
+                drop(p);
+            }
+        };
+        tokio::select! {
+            _ = free => {}
+            _ = self.waiting.one_left.notified() => {}
         }
     }
 
@@ -197,6 +218,7 @@ impl Slots {
             lease,
             unstarted: Some(NotStarted(self.unstarted.clone())),
             waiting,
+            finished: self.finished.clone(),
         }
     }
 }
@@ -223,9 +245,11 @@ impl Slot {
     }
 
     /// The handler is done: another may start, while the lease stays held until
-    /// the outcome is written.
+    /// the outcome is written. Counted in [`Slots::finished`].
     pub fn handler_done(&mut self) {
-        self.handler = None;
+        if self.handler.take().is_some() {
+            self.finished.fetch_add(1, Ordering::AcqRel);
+        }
     }
 
     /// Frees the leases of many finished jobs at once, so each queue's claimer
@@ -248,20 +272,30 @@ impl Slot {
     }
 }
 
+/// Claimed jobs waiting for a handler, and a wake-up for the claimer each time one
+/// stops waiting.
+#[derive(Debug, Default)]
+struct WaitingJobs {
+    count: AtomicUsize,
+    one_left: Notify,
+}
+
 /// One claimed job counted as waiting for a handler, until it has one or is dropped.
 #[derive(Debug)]
-struct Waiting(Arc<AtomicUsize>);
+struct Waiting(Arc<WaitingJobs>);
 
 impl Waiting {
-    fn new(count: &Arc<AtomicUsize>) -> Self {
-        count.fetch_add(1, Ordering::AcqRel);
-        Self(count.clone())
+    fn new(jobs: &Arc<WaitingJobs>) -> Self {
+        jobs.count.fetch_add(1, Ordering::AcqRel);
+        Self(jobs.clone())
     }
 }
 
 impl Drop for Waiting {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
+        self.0.count.fetch_sub(1, Ordering::AcqRel);
+        // A stored permit if the claimer is not waiting yet: no wake-up is lost.
+        self.0.one_left.notify_one();
     }
 }
 
@@ -333,6 +367,39 @@ mod tests {
         assert!(!first.waits_for_handler());
         assert!(second.waits_for_handler());
         assert_eq!(slots.idle_handlers(), 0);
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_claimer_keeping_jobs_ahead_wakes_when_one_gets_a_handler() {
+        let slots = Slots::new(1, 2);
+        let mut running = slots.take().expect("a lease");
+        let mut waiting = slots.take().expect("a lease");
+        assert_eq!(slots.claimable(1), 0, "one handler busy, one job ahead");
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        tokio::spawn(async move {
+            waiting.wait_for_handler().await;
+            waiting.started();
+            tx.send(waiting).unwrap();
+        });
+        tokio::task::yield_now().await; // the job queues for the handler
+        let claimer = slots.wait_free();
+        tokio::pin!(claimer);
+        assert!(
+            futures_util::poll!(&mut claimer).is_pending(),
+            "no room yet"
+        );
+        running.started();
+        running.handler_done();
+        assert_eq!(slots.finished(), 1);
+        let mut waiting = rx.await.unwrap(); // it took the handler, leaving room
+        assert!(
+            futures_util::poll!(&mut claimer).is_ready(),
+            "the claimer wakes for the room a job ahead left"
+        );
+        assert_eq!(slots.claimable(1), 1);
+        assert_eq!(slots.idle_handlers(), 0, "the job ahead holds the handler");
+        waiting.handler_done();
+        assert_eq!(slots.finished(), 2);
     }
 
     #[tokio::test(flavor = "current_thread")]
