@@ -47,8 +47,9 @@ struct Conn {
 /// or are being claimed, and never more than the free leases.
 ///
 /// While jobs are claimed ahead (see [`ClaimAhead`]) a second claim of at least
-/// half `max_claim_batch` goes out while the first is in flight, on a connection of its own: one claim statement at a time kept one
-/// server core busy and left the rest of a small server idle. Claims in flight
+/// half `max_claim_batch` goes out while the first is in flight, on a connection
+/// of its own: one claim statement at a time kept one server core busy and left
+/// the rest of a small server idle. Claims in flight
 /// always run to their end, also at shutdown, so none leaves jobs leased by nobody.
 pub(crate) async fn run(shared: Arc<Shared>, queue: String, slots: Slots, wake: Arc<QueueWake>) {
     let mut main = Some(Conn {
