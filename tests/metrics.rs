@@ -1,15 +1,20 @@
-//! The `metrics` feature, read through a recording recorder (its own test
-//! binary: a recorder is global to the process): per-job counters labelled by
+//! The `metrics` feature, read through a recorder that keeps every value (its own
+//! test binary: a recorder is global to the process): per-job counters labelled by
 //! queue, kind and outcome, the wait histogram, the running gauge, the leader's
 //! queue gauges; and the per-minute rollup that feeds charts.
 
-use std::{collections::HashMap, time::Duration};
+use std::{
+    collections::HashMap,
+    sync::{atomic::Ordering, Arc},
+    time::Duration,
+};
 
 use lq_runtime::{
     control, EnqueueOptions, Job, JobContext, JobError, Perform, Runtime, RuntimeConfig,
 };
 use lq_tests::TestDb;
-use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
+use metrics::{Counter, Gauge, Histogram, Key, KeyName, Metadata, Recorder, SharedString, Unit};
+use metrics_util::registry::{AtomicStorage, Registry};
 use serde::{Deserialize, Serialize};
 
 #[derive(Serialize, Deserialize, Job)]
@@ -34,32 +39,64 @@ impl Perform for Failing {
     }
 }
 
-/// Counters (summed over snapshots) and gauges (the latest) by name and sorted
-/// labels; histogram sample counts.
+/// A recorder that keeps each metric's current value: counters as totals, gauges
+/// as last set, histograms as every sample. (metrics-util's debugging recorder
+/// resets a gauge to zero each time it is read, so a gauge read twice reads zero
+/// whatever it was set to, and a test of it could not fail.)
+#[derive(Clone)]
+struct Recorded(Arc<Registry<Key, AtomicStorage>>);
+
+impl Recorder for Recorded {
+    fn describe_counter(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+    fn describe_gauge(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+    fn describe_histogram(&self, _: KeyName, _: Option<Unit>, _: SharedString) {}
+
+    fn register_counter(&self, key: &Key, _: &Metadata<'_>) -> Counter {
+        self.0
+            .get_or_create_counter(key, |c| Counter::from_arc(c.clone()))
+    }
+
+    fn register_gauge(&self, key: &Key, _: &Metadata<'_>) -> Gauge {
+        self.0
+            .get_or_create_gauge(key, |g| Gauge::from_arc(g.clone()))
+    }
+
+    fn register_histogram(&self, key: &Key, _: &Metadata<'_>) -> Histogram {
+        self.0
+            .get_or_create_histogram(key, |h| Histogram::from_arc(h.clone()))
+    }
+}
+
+/// Counters and gauges by name and sorted labels; histogram sample counts.
 #[derive(Default)]
 struct Seen {
     values: HashMap<String, f64>,
     samples: HashMap<String, usize>,
 }
 
+/// `name{label=value,...}`, labels sorted.
+fn key_name(key: &Key) -> String {
+    let mut labels: Vec<String> = key
+        .labels()
+        .map(|l| format!("{}={}", l.key(), l.value()))
+        .collect();
+    labels.sort();
+    format!("{}{{{}}}", key.name(), labels.join(","))
+}
+
 impl Seen {
-    fn take(&mut self, snapshotter: &Snapshotter) {
-        for (key, _, _, value) in snapshotter.snapshot().into_vec() {
-            let key = key.key();
-            let mut labels: Vec<String> = key
-                .labels()
-                .map(|l| format!("{}={}", l.key(), l.value()))
-                .collect();
-            labels.sort();
-            let name = format!("{}{{{}}}", key.name(), labels.join(","));
-            match value {
-                // A snapshot gives what a counter gained since the last one.
-                DebugValue::Counter(n) => *self.values.entry(name).or_default() += n as f64,
-                DebugValue::Gauge(g) => {
-                    self.values.insert(name, g.into_inner());
-                }
-                DebugValue::Histogram(h) => *self.samples.entry(name).or_default() += h.len(),
-            }
+    /// Reads every metric's value now.
+    fn take(&mut self, recorded: &Recorded) {
+        for (key, counter) in recorded.0.get_counter_handles() {
+            let value = counter.load(Ordering::SeqCst) as f64;
+            self.values.insert(key_name(&key), value);
+        }
+        for (key, gauge) in recorded.0.get_gauge_handles() {
+            let value = f64::from_bits(gauge.load(Ordering::SeqCst));
+            self.values.insert(key_name(&key), value);
+        }
+        for (key, histogram) in recorded.0.get_histogram_handles() {
+            self.samples.insert(key_name(&key), histogram.data().len());
         }
     }
 
@@ -74,9 +111,8 @@ impl Seen {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_runtime_reports_its_jobs_by_queue_kind_and_outcome() {
-    let recorder = DebuggingRecorder::new();
-    let snapshotter = recorder.snapshotter();
-    recorder.install().unwrap();
+    let recorded = Recorded(Arc::new(Registry::atomic()));
+    metrics::set_global_recorder(recorded.clone()).unwrap();
     let db = TestDb::new().await;
     Ok1::enqueue_many(&db.pool, (0..5).map(|n| Ok1 { n }), EnqueueOptions::new())
         .await
@@ -99,7 +135,7 @@ async fn a_runtime_reports_its_jobs_by_queue_kind_and_outcome() {
     let mut seen = Seen::default();
     let idle = "lq_queue_jobs{queue=metrics-q,state=available}";
     for _ in 0..300 {
-        seen.take(&snapshotter);
+        seen.take(&recorded);
         if seen.values.contains_key(idle) {
             break;
         }
@@ -109,7 +145,7 @@ async fn a_runtime_reports_its_jobs_by_queue_kind_and_outcome() {
     assert_eq!(seen.value("lq_queue_paused{queue=metrics-q}"), 0.0);
     assert_eq!(seen.value("lq_leader{}"), 1.0);
     runtime.shutdown().await.unwrap();
-    seen.take(&snapshotter);
+    seen.take(&recorded);
 
     let ok = "kind=metrics.ok";
     let failing = "kind=metrics.failing";

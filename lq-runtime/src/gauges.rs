@@ -42,8 +42,11 @@ pub(crate) async fn run(shared: Arc<Shared>) {
         {
             return;
         }
-        crate::telemetry::leader(shared.is_leader());
-        if !shared.is_leader() {
+        // Read once: read twice, a leadership gained in between set `lq_leader`
+        // to 0 in the same tick that set the queue gauges as leader.
+        let leads = shared.is_leader();
+        crate::telemetry::leader(leads);
+        if !leads {
             last_query = Duration::ZERO;
             for q in std::mem::take(&mut set_queues) {
                 Depth::default().set(&q);
