@@ -321,3 +321,32 @@ async fn pruning_removes_only_old_finished_jobs() {
         .unwrap();
     assert_eq!(left, ids[1..].to_vec());
 }
+
+#[tokio::test]
+async fn pruning_the_rollup_removes_only_minutes_past_the_retention() {
+    let db = TestDb::new().await;
+    for age_secs in [7200.0, 60.0] {
+        sqlx::query(
+            "insert into lq.stats_minute (minute, queue, kind, succeeded, wait_buckets)
+             select date_trunc('minute', now() - make_interval(secs => $1)), 'q', 'k', 1,
+                    array_fill(0::int8, array[15])",
+        )
+        .bind(age_secs)
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    }
+    let mut conn = db.pool.acquire().await.unwrap();
+    let pruned = lq_core::db::stats::stats_minute_prune(&mut conn, 3600.0)
+        .await
+        .unwrap();
+    assert_eq!(pruned, 1);
+    let left: Vec<f64> = sqlx::query_scalar(
+        "select extract(epoch from now() - minute)::float8 from lq.stats_minute",
+    )
+    .fetch_all(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(left.len(), 1);
+    assert!(left[0] < 3600.0, "the recent minute stays: {left:?}");
+}

@@ -75,10 +75,15 @@ pub async fn stats_minute_add(conn: &mut PgConnection, deltas: &[StatsDelta]) ->
 }
 
 /// Deletes minutes older than `keep_secs`; returns how many rows.
+///
+/// The parentheses matter: operators written `operator(...)` all share one
+/// precedence and bind left to right, so without them PostgreSQL reads
+/// `(minute < now()) - interval` and refuses the statement.
 pub async fn stats_minute_prune(conn: &mut PgConnection, keep_secs: f64) -> Result<u64, Error> {
     sqlx::query(
         "delete from lq.stats_minute
-         where minute operator(pg_catalog.<) pg_catalog.now() operator(pg_catalog.-) pg_catalog.make_interval(secs => $1)",
+         where minute operator(pg_catalog.<)
+               (pg_catalog.now() operator(pg_catalog.-) pg_catalog.make_interval(secs => $1))",
     )
     .bind(keep_secs)
     .execute(&mut *conn)
