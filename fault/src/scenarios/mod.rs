@@ -239,13 +239,16 @@ impl<'e> Stage<'e> {
         }
     }
 
-    /// After faults: checks that no worker leaked a job slot. Enqueues one 1.5 s
-    /// job per slot of the fleet and waits until every worker holds `slots` of
-    /// them at once, then drains.
+    /// After faults: checks that no worker leaked a job slot. Enqueues two 1.5 s
+    /// jobs per slot of the fleet and waits until every worker holds `slots` of
+    /// them at once, then drains. Two, not one: a worker may claim a few jobs
+    /// ahead of its handlers (`claim_ahead`), and with exactly one job per slot
+    /// the worker that woke first could leave another fewer than its slots (seen
+    /// once in CI: none of the three reached 8 together).
     pub async fn check_slots(&mut self, fleet: &mut Fleet, slots: usize) -> Result<()> {
         self.drain(fleet, Duration::from_secs(60), false).await?;
         let live = fleet.live();
-        let specs: Vec<Spec> = (0..(live.len() * slots) as u64)
+        let specs: Vec<Spec> = (0..(live.len() * slots * 2) as u64)
             .map(|i| Spec {
                 seq: 900_000 + i,
                 work_ms: 1500,
