@@ -315,9 +315,11 @@ async fn a_job_that_keeps_killing_its_worker_goes_dead_after_max_attempts() {
     assert_eq!(row.errors.len(), 2);
 }
 
-/// Holds its lease (1 s) until cancelled: only heartbeats keep it.
+/// Holds its lease (2 s) until cancelled: only heartbeats keep it. (With 1 s,
+/// a loaded CI host once stalled the heartbeat past the lease and the job was
+/// rescued, so it never outlived three leases on its first attempt.)
 #[derive(Serialize, Deserialize, Job)]
-#[job(kind = "test.long_lease", lease = "1s")]
+#[job(kind = "test.long_lease", lease = "2s")]
 struct LongRunner;
 
 impl Perform for LongRunner {
@@ -346,7 +348,7 @@ async fn heartbeats_keep_a_long_job_leased_and_rescue_leaves_it_alone() {
     // lease was renewed and never rescued.
     db.wait_for(
         "the job to outlive three leases",
-        &format!("select state = 'running' and now() - started_at > interval '3 seconds' and attempts = 1 and lease_expires_at > now() from lq.all_jobs where id = {id}"),
+        &format!("select state = 'running' and now() - started_at > interval '6 seconds' and attempts = 1 and lease_expires_at > now() from lq.all_jobs where id = {id}"),
         LIMIT,
     )
     .await;
