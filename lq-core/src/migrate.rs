@@ -28,6 +28,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0007_claim_room",
         include_str!("../migrations/0007_claim_room.sql"),
     ),
+    (
+        "0008_live_state",
+        include_str!("../migrations/0008_live_state.sql"),
+    ),
 ];
 
 /// Creates or upgrades the `lq` schema. Idempotent, and safe when several processes

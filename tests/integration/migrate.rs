@@ -106,3 +106,123 @@ async fn upgrading_to_version_3_moves_finished_jobs_to_the_history() {
         .unwrap();
     assert_eq!(all, 3);
 }
+
+/// Version 8 moves two of `lq.jobs`'s checks into types (`lq.live_state`,
+/// `lq.attempt_limit`). An upgrade keeps every live job and its lease, and a
+/// statement written for version 7 (states typed `lq.job_state`) still works, so
+/// runtimes not yet replaced keep finishing their jobs.
+#[tokio::test]
+async fn upgrading_to_version_8_keeps_live_jobs_leases_and_version_7_statements() {
+    let db = TestDb::new().await;
+    let mut v7 = String::from(
+        "drop schema lq cascade;
+         create schema lq;
+         create table lq.schema_migrations (
+             version integer primary key, name text not null, applied_at timestamptz not null default now());
+         insert into lq.schema_migrations (version, name) values
+             (1, '0001_jobs'), (2, '0002_cron'), (3, '0003_finished_jobs'), (4, '0004_unique_per_kind'),
+             (5, '0005_operations'), (6, '0006_stats'), (7, '0007_claim_room');
+         ",
+    );
+    for sql in [
+        include_str!("../../migrations/0001_jobs.sql"),
+        include_str!("../../migrations/0002_cron.sql"),
+        include_str!("../../migrations/0003_finished_jobs.sql"),
+        include_str!("../../migrations/0004_unique_per_kind.sql"),
+        include_str!("../../migrations/0005_operations.sql"),
+        include_str!("../../migrations/0006_stats.sql"),
+        include_str!("../../migrations/0007_claim_room.sql"),
+    ] {
+        v7.push_str(sql);
+        v7.push('\n');
+    }
+    v7.push_str(
+        "insert into lq.jobs (kind, queue, payload, max_attempts, state, attempts, unique_key,
+             lease_token, lease_owner, lease_expires_at)
+         values ('a', 'default', '{}', 3, 'queued', 0, 'key-a', null, null, null),
+                ('b', 'default', '{}', 3, 'running', 1, null,
+                 'a5f2c9a4-51c4-4a43-8d7e-0c7a4f0d9a11', 'worker-1', now() + interval '1 hour');",
+    );
+    sqlx::raw_sql(&v7).execute(&db.pool).await.unwrap();
+    lq_runtime::migrate(&db.pool).await.unwrap();
+    assert_eq!(lq_runtime::schema_version(&db.pool).await.unwrap(), 8);
+
+    let live: Vec<(i64, String, Option<String>, Option<String>)> = sqlx::query_as(
+        "select id, state::text, unique_key, lease_token::text from lq.jobs order by id",
+    )
+    .fetch_all(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        live,
+        vec![
+            (1, "queued".to_owned(), Some("key-a".to_owned()), None),
+            (
+                2,
+                "running".to_owned(),
+                None,
+                Some("a5f2c9a4-51c4-4a43-8d7e-0c7a4f0d9a11".to_owned())
+            ),
+        ]
+    );
+    // The view still reads states as `lq.job_state`, so its callers see no change.
+    let state: lq_runtime::JobState =
+        sqlx::query_scalar("select state from lq.all_jobs where id = 2")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    assert_eq!(state, lq_runtime::JobState::Running);
+
+    // A version-7 runtime's retry: the next state typed `lq.job_state`, and the
+    // requeued row's state (now `lq.live_state`) in a union with the history's.
+    let requeued: Option<lq_runtime::JobState> = sqlx::query_scalar(
+        "with cur as materialized (
+             select id, case when attempts >= max_attempts then 'dead' else 'queued' end::lq.job_state as next
+             from lq.jobs
+             where id = 2 and lease_token = 'a5f2c9a4-51c4-4a43-8d7e-0c7a4f0d9a11' and state = 'running'
+             for update
+         ),
+         requeued as (
+             update lq.jobs j set state = 'queued', lease_token = null, lease_owner = null,
+                 lease_expires_at = null
+             from cur where j.id = cur.id and cur.next = 'queued'
+             returning j.id, j.state
+         ),
+         archived as (select id, state from lq.finished_jobs where false)
+         select state from requeued union all select state from archived",
+    )
+    .fetch_optional(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(requeued, Some(lq_runtime::JobState::Queued));
+    // A final state typed `lq.job_state` is still assignable, and still refused.
+    let final_state = sqlx::query("update lq.jobs set state = 'dead'::lq.job_state where id = 1")
+        .execute(&db.pool)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        final_state.contains("invalid input value for enum lq.live_state: \"dead\""),
+        "{final_state}"
+    );
+
+    // The `max_attempts >= 1` check is the domain's now.
+    let zero = sqlx::query(
+        "insert into lq.jobs (kind, queue, payload, max_attempts) values ('z', 'default', '{}', 0)",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap_err()
+    .to_string();
+    assert!(
+        zero.contains("violates check constraint \"attempt_limit_at_least_one\""),
+        "{zero}"
+    );
+    // The lease check is still a constraint.
+    let leaseless = sqlx::query("update lq.jobs set state = 'running' where id = 1")
+        .execute(&db.pool)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(leaseless.contains("jobs_lease_iff_running"), "{leaseless}");
+}

@@ -61,7 +61,7 @@ pub async fn jobs_cancel_many(
 ) -> Result<Vec<(i64, JobState)>, Error> {
     sqlx::query_as(concat!(
         "with old as materialized (
-             select id, state from lq.jobs where id = any($1) order by id for update
+             select id, state::lq.job_state as state from lq.jobs where id = any($1) order by id for update
          ),
          flagged as (
              update lq.jobs j
@@ -104,13 +104,13 @@ pub async fn jobs_delete_many(
 ) -> Result<Vec<(i64, JobState, bool)>, Error> {
     sqlx::query_as(
         "with live as (
-             delete from lq.jobs where id = any($1) and state = 'queued' returning id, state
+             delete from lq.jobs where id = any($1) and state = 'queued' returning id, state::lq.job_state as state
          ),
          finished as (
              delete from lq.finished_jobs where id = any($1) returning id, state
          ),
          running as (
-             select id, state from lq.jobs where id = any($1) and state = 'running'
+             select id, state::lq.job_state as state from lq.jobs where id = any($1) and state = 'running'
          )
          select id, state, true from live
          union all select id, state, true from finished

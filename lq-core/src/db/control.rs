@@ -123,8 +123,8 @@ fn columns(source: &str) -> &'static str {
          errors::text as errors, created_at, started_at, finished_at, cancel_requested_at,
          meta::text as meta"
     } else {
-        "id, kind, queue, priority, payload::text as payload, state, run_at, attempts,
-         max_attempts, unique_key, lease_owner, lease_expires_at, errors::text as errors,
+        "id, kind, queue, priority, payload::text as payload, state::lq.job_state as state,
+         run_at, attempts, max_attempts, unique_key, lease_owner, lease_expires_at, errors::text as errors,
          created_at, started_at, finished_at, cancel_requested_at, meta::text as meta"
     }
 }
@@ -148,7 +148,7 @@ fn push_where(q: &mut QueryBuilder<'_, Postgres>, filter: &JobFilter) {
     q.push(" where true");
     if !filter.states.is_empty() {
         let names: Vec<&'static str> = filter.states.iter().map(|s| s.as_str()).collect();
-        q.push(" and state = any(")
+        q.push(" and state::lq.job_state = any(")
             .push_bind(names)
             .push("::text[]::lq.job_state[])");
     }
@@ -236,7 +236,9 @@ pub async fn job_count(
     filter: &JobFilter,
 ) -> Result<Vec<(String, JobState, i64)>, Error> {
     let source = filter.source();
-    let mut q = QueryBuilder::new(format!("select queue, state, count(*) from {source}"));
+    let mut q = QueryBuilder::new(format!(
+        "select queue, state::lq.job_state as state, count(*) from {source}"
+    ));
     push_where(&mut q, filter);
     q.push(" group by queue, state order by queue, state");
     q.build_query_as()
@@ -250,7 +252,7 @@ pub async fn job_count(
 /// when no such job exists.
 pub async fn job_cancel(conn: &mut PgConnection, id: i64) -> Result<Option<JobState>, Error> {
     let live = sqlx::query_scalar(concat!(
-        "with old as materialized (select id, state from lq.jobs where id = $1 for update),
+        "with old as materialized (select id, state::lq.job_state as state from lq.jobs where id = $1 for update),
          flagged as (
              update lq.jobs j
              set cancel_requested_at = now()

@@ -110,7 +110,7 @@ macro_rules! requeue_or_end {
                      lease_token = null, lease_owner = null, lease_expires_at = null
                  from cur
                  where j.id = cur.id and cur.next = 'queued'
-                 returning j.id, j.state
+                 returning j.id, j.state::lq.job_state as state
              ),
              moved as (
                  delete from lq.jobs j

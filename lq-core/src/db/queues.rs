@@ -93,7 +93,7 @@ pub async fn queues_busy(conn: &mut PgConnection, queues: &[String]) -> Result<b
         "select exists (
              select from lq.jobs
              where queue operator(pg_catalog.=) any($1)
-               and (state operator(pg_catalog.=) 'running'::lq.job_state
+               and (state operator(pg_catalog.=) 'running'
                     or run_at operator(pg_catalog.<=) pg_catalog.now()))",
     )
     .bind(queues)

@@ -30,7 +30,7 @@ pub async fn jobs_queued_of_kind(
         "select id, queue, priority, payload::text as payload, run_at, max_attempts, unique_key,
              meta::text as meta
          from lq.jobs
-         where kind operator(pg_catalog.=) $1 and state operator(pg_catalog.=) 'queued'::lq.job_state
+         where kind operator(pg_catalog.=) $1 and state operator(pg_catalog.=) 'queued'
          order by id",
     )
     .bind(kind)
@@ -66,7 +66,7 @@ pub async fn job_claim_for_test(
     sqlx::query_as(
         "with picked as materialized (
              select id from lq.jobs
-             where state operator(pg_catalog.=) 'queued'::lq.job_state
+             where state operator(pg_catalog.=) 'queued'
                and queue operator(pg_catalog.=) any($1) and run_at operator(pg_catalog.<=) pg_catalog.now()
                and kind operator(pg_catalog.=) any($2)
                and ($5::int8 is null or id operator(pg_catalog.<=) $5)
@@ -76,7 +76,7 @@ pub async fn job_claim_for_test(
              for update skip locked
          )
          update lq.jobs j
-         set state = 'running'::lq.job_state, attempts = j.attempts operator(pg_catalog.+) 1,
+         set state = 'running', attempts = j.attempts operator(pg_catalog.+) 1,
              started_at = pg_catalog.now(), lease_token = pg_catalog.gen_random_uuid(), lease_owner = $4,
              lease_expires_at = pg_catalog.now() operator(pg_catalog.+) pg_catalog.make_interval(secs => ($3::float8[])[pg_catalog.array_position($2::text[], j.kind)])
          from picked where j.id operator(pg_catalog.=) picked.id
@@ -115,7 +115,7 @@ pub async fn jobs_newest_id(
 pub async fn jobs_make_due(conn: &mut PgConnection, queues: &[String]) -> Result<u64, Error> {
     sqlx::query(
         "update lq.jobs set run_at = pg_catalog.now()
-         where state operator(pg_catalog.=) 'queued'::lq.job_state
+         where state operator(pg_catalog.=) 'queued'
            and queue operator(pg_catalog.=) any($1) and run_at operator(pg_catalog.>) pg_catalog.now()",
     )
     .bind(queues)
