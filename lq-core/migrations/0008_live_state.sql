@@ -13,8 +13,11 @@
 -- working: a live state reads as a job state anywhere (implicit), and a job state
 -- may be assigned to the column (it fails, as the check did, for a final state).
 --
--- The column changes rewrite lq.jobs under an exclusive lock: on a large backlog,
--- migrate while the queue is quiet.
+-- The column changes rewrite lq.jobs and rebuild its indexes under an exclusive
+-- lock, so claims and enqueues wait until the migration commits: 7.2 s for 2
+-- million queued jobs (739 MB) on the 2-core benchmark host. On a large backlog
+-- migrate while the queue is quiet; a rewrite that outlasts migrate()'s
+-- two-minute bound (some 30 million jobs at that rate) is rolled back.
 
 create type lq.live_state as enum ('queued', 'running');
 create domain lq.attempt_limit as integer
