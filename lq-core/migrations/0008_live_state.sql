@@ -25,7 +25,21 @@ create domain lq.attempt_limit as integer
 create cast (lq.live_state as lq.job_state) with inout as implicit;
 create cast (lq.job_state as lq.live_state) with inout as assignment;
 
-drop view lq.all_jobs;
+-- lq.all_jobs reads the two columns. It is replaced in place, not dropped, so the
+-- grants on it (docs/roles.md) and any view built on it survive: first with
+-- stand-ins for the two columns, then, once they have their new types, as before.
+create or replace view lq.all_jobs as
+    select id, kind, queue, priority, payload, 'queued'::lq.job_state as state, run_at, attempts,
+           0 as max_attempts, unique_key,
+           lease_token, lease_owner, lease_expires_at, cancel_requested_at, errors, created_at,
+           started_at, finished_at, meta
+    from lq.jobs
+    union all
+    select id, kind, queue, priority, payload, state, run_at, attempts, max_attempts, unique_key,
+           null, lease_owner, null, cancel_requested_at, errors, created_at,
+           started_at, finished_at, meta
+    from lq.finished_jobs;
+
 drop index lq.jobs_pickup;
 drop index lq.jobs_lease_expiry;
 alter table lq.jobs
@@ -42,7 +56,7 @@ alter table lq.jobs
 create index jobs_pickup on lq.jobs (queue, priority desc, run_at, id) where state = 'queued';
 create index jobs_lease_expiry on lq.jobs (lease_expires_at) where state = 'running';
 
-create view lq.all_jobs as
+create or replace view lq.all_jobs as
     select id, kind, queue, priority, payload, state::lq.job_state as state, run_at, attempts,
            max_attempts::integer as max_attempts, unique_key,
            lease_token, lease_owner, lease_expires_at, cancel_requested_at, errors, created_at,

@@ -108,9 +108,10 @@ async fn upgrading_to_version_3_moves_finished_jobs_to_the_history() {
 }
 
 /// Version 8 moves two of `lq.jobs`'s checks into types (`lq.live_state`,
-/// `lq.attempt_limit`). An upgrade keeps every live job and its lease, and a
-/// statement written for version 7 (states typed `lq.job_state`) still works, so
-/// runtimes not yet replaced keep finishing their jobs.
+/// `lq.attempt_limit`). An upgrade keeps every live job and its lease and the
+/// grants on `lq.all_jobs`, and a statement written for version 7 (states typed
+/// `lq.job_state`) still works, so runtimes not yet replaced keep finishing their
+/// jobs.
 #[tokio::test]
 async fn upgrading_to_version_8_keeps_live_jobs_leases_and_version_7_statements() {
     let db = TestDb::new().await;
@@ -143,9 +144,16 @@ async fn upgrading_to_version_8_keeps_live_jobs_leases_and_version_7_statements(
                 ('b', 'default', '{}', 3, 'running', 1, null,
                  'a5f2c9a4-51c4-4a43-8d7e-0c7a4f0d9a11', 'worker-1', now() + interval '1 hour');",
     );
+    // docs/roles.md grants the operator role read on the view.
+    v7.push_str("grant select on lq.all_jobs to public;");
     sqlx::raw_sql(&v7).execute(&db.pool).await.unwrap();
+    let view_before = view_oid_and_grants(&db.pool).await;
     lq_runtime::migrate(&db.pool).await.unwrap();
     assert_eq!(lq_runtime::schema_version(&db.pool).await.unwrap(), 8);
+    // The view was replaced in place: the same object, its grants kept.
+    let view_after = view_oid_and_grants(&db.pool).await;
+    assert_eq!(view_after, view_before);
+    assert!(view_after.1.contains("=r/"), "{view_after:?}");
 
     let live: Vec<(i64, String, Option<String>, Option<String>)> = sqlx::query_as(
         "select id, state::text, unique_key, lease_token::text from lq.jobs order by id",
@@ -225,4 +233,14 @@ async fn upgrading_to_version_8_keeps_live_jobs_leases_and_version_7_statements(
         .unwrap_err()
         .to_string();
     assert!(leaseless.contains("jobs_lease_iff_running"), "{leaseless}");
+}
+
+/// `lq.all_jobs`'s object id and its access list.
+async fn view_oid_and_grants(pool: &sqlx::PgPool) -> (i64, String) {
+    sqlx::query_as(
+        "select oid::int8, coalesce(relacl::text, '') from pg_class where oid = 'lq.all_jobs'::regclass",
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap()
 }
