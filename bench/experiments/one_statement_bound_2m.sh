@@ -8,6 +8,8 @@ set -euo pipefail
 bindir=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1 || true)
 [ -n "$bindir" ] && export PATH="$bindir:$PATH"
 export PGHOST=127.0.0.1 PGPORT=5432 PGUSER=postgres
+# No TLS, as sqlx connects in this workspace (stop 33: pgbench over TLS was up to 1.3× slower).
+export PGSSLMODE=disable
 here=${LQ_CEILING_DIR:-$(cd "$(dirname "$0")/../../.." && pwd)/shared/bench}
 dropdb --if-exists lq_bound >/dev/null 2>&1 || true
 createdb lq_bound

@@ -142,6 +142,8 @@ pub fn run(script: &Path, admin: &PgConnectOptions) -> Result<String> {
         .env("PGHOST", admin.get_host())
         .env("PGPORT", admin.get_port().to_string())
         .env("PGUSER", admin.get_username())
+        // The same transport as sqlx (no TLS), as for the paired runs.
+        .env("PGSSLMODE", "disable")
         .output()
         .with_context(|| format!("running {}", script.display()))?;
     let text = String::from_utf8_lossy(&out.stdout).into_owned();

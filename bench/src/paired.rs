@@ -139,7 +139,10 @@ impl Paired {
         .env("PGHOST", self.opts.get_host())
         .env("PGPORT", self.opts.get_port().to_string())
         .env("PGUSER", self.opts.get_username())
-        .env("PGDATABASE", DB_NAME);
+        .env("PGDATABASE", DB_NAME)
+        // The same transport as sqlx, which this workspace builds without TLS:
+        // pgbench over TLS ran its single insert 1.3× slower (bench/FINDINGS.md).
+        .env("PGSSLMODE", "disable");
         let out = tokio::task::spawn_blocking(move || cmd.output())
             .await?
             .context("running pgbench")?;
