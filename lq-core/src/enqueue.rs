@@ -6,9 +6,14 @@ use chrono::{DateTime, Utc};
 
 use tracing::Instrument;
 
+use sqlx::PgConnection;
+
 use crate::{
     db::{self, enqueue::NewJob},
-    notify, validate_name, EnqueueTarget, Error, Job, MAX_PAYLOAD_BYTES,
+    enqueuer::OwnedJob,
+    notify,
+    target::Route,
+    validate_name, EnqueueTarget, Error, Job, MAX_PAYLOAD_BYTES,
 };
 
 /// Bound on each enqueue statement.
@@ -266,30 +271,24 @@ where
     let payload = payload_of(job, None)?;
     let key = job.unique_key();
     check_key::<J>(key.as_deref(), None)?;
-    let wake = Wake::plan(&conn, &mut new);
     let queue = new.queue;
     let done = db::timed("job_insert", ENQUEUE_TIMEOUT, async {
-        let mut conn = conn.acquire().await.map_err(db::err("job_insert"))?;
-        for _ in 0..UNIQUE_RACE_RETRIES {
-            if let Some(id) =
-                db::enqueue::job_insert(&mut conn, &new, &payload, key.as_deref()).await?
-            {
-                wake.after_commit(new.queue);
-                return Ok(Enqueued {
-                    id,
-                    existing: false,
-                });
+        match conn.route() {
+            Route::Conn(conn) => insert_one(conn, &new, &payload, key.as_deref()).await,
+            Route::Pool(pool) => {
+                let wake = Wake::plan(pool, &mut new);
+                let mut conn = pool.acquire().await.map_err(db::err("job_insert"))?;
+                let done = insert_one(&mut conn, &new, &payload, key.as_deref()).await?;
+                if !done.existing {
+                    wake.after_commit(new.queue);
+                }
+                Ok(done)
             }
-            // The key is held by a live job (the insert waited for its writer to commit).
-            let key = key.as_deref().unwrap_or_default();
-            if let Some(id) = db::enqueue::job_find_live_by_key(&mut conn, J::KIND, key).await? {
-                return Ok(Enqueued { id, existing: true });
+            Route::Enqueuer(enqueuer) => {
+                let row = OwnedJob::of(J::KIND, &new);
+                enqueuer.insert(row, payload.clone(), key.clone()).await
             }
-            // It finished in between: try again.
         }
-        Err(Error::UniqueKeyContended {
-            key: key.unwrap_or_default(),
-        })
     })
     .instrument(span.clone())
     .await;
@@ -297,6 +296,32 @@ where
         crate::telemetry::enqueued(&span, J::KIND, queue, e.id, e.existing, 1);
     }
     done
+}
+
+/// Inserts one job on `conn`, or finds the live job holding its unique key.
+pub(crate) async fn insert_one(
+    conn: &mut PgConnection,
+    new: &NewJob<'_>,
+    payload: &str,
+    key: Option<&str>,
+) -> Result<Enqueued, Error> {
+    for _ in 0..UNIQUE_RACE_RETRIES {
+        if let Some(id) = db::enqueue::job_insert(conn, new, payload, key).await? {
+            return Ok(Enqueued {
+                id,
+                existing: false,
+            });
+        }
+        // The key is held by a live job (the insert waited for its writer to commit).
+        let key = key.unwrap_or_default();
+        if let Some(id) = db::enqueue::job_find_live_by_key(conn, new.kind, key).await? {
+            return Ok(Enqueued { id, existing: true });
+        }
+        // It finished in between: try again.
+    }
+    Err(Error::UniqueKeyContended {
+        key: key.unwrap_or_default().to_owned(),
+    })
 }
 
 /// Inserts many jobs of one type in one statement; see [`Job::enqueue_many`].
@@ -312,7 +337,6 @@ where
         crate::telemetry::enqueue_span(J::KIND, opts.queue.as_deref().unwrap_or(J::OPTIONS.queue));
     let meta = span.in_scope(|| meta_of::<J>(opts))?;
     let mut new = opts.resolve::<J>(meta.as_deref())?;
-    let wake = Wake::plan(&conn, &mut new);
     let mut payloads = Vec::new();
     let mut keys = Vec::new();
     for (position, job) in jobs.into_iter().enumerate() {
@@ -327,43 +351,60 @@ where
             skipped: 0,
         });
     }
+    let total = payloads.len();
     let ids = db::timed("job_insert_many", ENQUEUE_TIMEOUT, async {
-        let mut conn = conn.acquire().await.map_err(db::err("job_insert_many"))?;
-        db::enqueue::job_insert_many(&mut conn, &new, &payloads, &keys).await
+        match conn.route() {
+            Route::Conn(conn) => db::enqueue::job_insert_many(conn, &new, &payloads, &keys).await,
+            Route::Pool(pool) => {
+                let wake = Wake::plan(pool, &mut new);
+                let mut conn = pool.acquire().await.map_err(db::err("job_insert_many"))?;
+                let ids = db::enqueue::job_insert_many(&mut conn, &new, &payloads, &keys).await?;
+                if !ids.is_empty() {
+                    wake.after_commit(new.queue);
+                }
+                Ok(ids)
+            }
+            Route::Enqueuer(enqueuer) => {
+                let row = OwnedJob::of(J::KIND, &new);
+                enqueuer
+                    .insert_many(
+                        row,
+                        std::mem::take(&mut payloads),
+                        std::mem::take(&mut keys),
+                    )
+                    .await
+            }
+        }
     })
     .instrument(span.clone())
     .await?;
     if let Some(first) = ids.first() {
         crate::telemetry::enqueued(&span, J::KIND, new.queue, *first, false, ids.len() as u64);
     }
-    if !ids.is_empty() {
-        wake.after_commit(new.queue);
-    }
     Ok(BulkEnqueued {
-        skipped: payloads.len() - ids.len(),
+        skipped: total - ids.len(),
         ids,
     })
 }
 
-/// How an enqueue wakes workers: a NOTIFY inside its statement (sent by PostgreSQL
-/// at commit), or, on a pool where the statement commits by itself, a coalesced
-/// NOTIFY after it returns (see `notify`).
+/// Whether an enqueue wants the workers woken: the job is due now and NOTIFY is on.
+/// A delayed one is found by polling.
+pub(crate) fn wants_wake(new: &NewJob<'_>) -> bool {
+    new.notify && new.run_at.is_none() && new.delay_secs <= 0.0
+}
+
+/// How an enqueue on a pool wakes workers: where the statement commits by itself,
+/// a coalesced NOTIFY after it returns (see `notify`) rather than one inside it.
 struct Wake {
     pool: Option<sqlx::PgPool>,
 }
 
 impl Wake {
-    fn plan<'c, A: EnqueueTarget<'c>>(target: &A, new: &mut NewJob<'_>) -> Self {
-        // Only jobs due now need a wake-up; a delayed one is found by polling.
-        let due_now = new.notify && new.run_at.is_none() && new.delay_secs <= 0.0;
-        match target.autocommit_pool() {
-            Some(pool) if new.notify => {
-                new.notify = false;
-                Self {
-                    pool: due_now.then_some(pool),
-                }
-            }
-            _ => Self { pool: None },
+    fn plan(pool: &sqlx::PgPool, new: &mut NewJob<'_>) -> Self {
+        let wanted = wants_wake(new);
+        new.notify = false;
+        Self {
+            pool: wanted.then(|| pool.clone()),
         }
     }
 

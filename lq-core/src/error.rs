@@ -117,6 +117,17 @@ pub enum Error {
         /// Newest version this library knows.
         known: i32,
     },
+    /// An [`crate::Enqueuer`] lost the statement carrying this job along with
+    /// others (its connection failed or timed out before answering): the job may
+    /// or may not have been written, as with any statement whose answer was lost.
+    /// A job the server refused gets the server's error instead.
+    #[error("enqueuer statement {op} failed: {reason}")]
+    EnqueuerFailed {
+        /// The statement that failed.
+        op: &'static str,
+        /// What went wrong, as text (one error shared by the statement's jobs).
+        reason: String,
+    },
     /// The live job holding a unique key kept finishing between insert and lookup.
     #[error("unique key {key:?} kept changing hands during enqueue; retry the enqueue")]
     UniqueKeyContended {

@@ -36,6 +36,7 @@ pub mod cron;
 #[doc(hidden)]
 pub mod db;
 mod enqueue;
+mod enqueuer;
 mod error;
 mod error_text;
 mod job;
@@ -67,6 +68,7 @@ pub use context::ContextParts;
 pub use context::JobContext;
 pub use cron::CronTick;
 pub use enqueue::{BulkEnqueued, EnqueueOptions, Enqueued, MAX_META_BYTES, MAX_UNIQUE_KEY_BYTES};
+pub use enqueuer::{Enqueuer, DEFAULT_ENQUEUER_CONNECTIONS};
 pub use error::{Error, Result};
 pub use error_text::{storable_error, MAX_ERRORS_KEPT, MAX_ERROR_BYTES};
 pub use job::{CatchUp, CronSpec, Job, JobOptions, DEFAULT_LEASE, MAX_PAYLOAD_BYTES};

@@ -7,6 +7,7 @@ mod context;
 mod control;
 mod cron;
 mod enqueue;
+mod enqueuer;
 mod hostile;
 mod jobs;
 mod meta;

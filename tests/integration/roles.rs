@@ -1104,6 +1104,13 @@ async fn least_privilege_migrator_producer_and_worker_run_every_job() {
             .unwrap()
             .ids,
     );
+    // An enqueuer's own connections log in as the pool's role; calls made
+    // together may share a statement.
+    let enqueuer = lq_runtime::Enqueuer::new(&producer_pool);
+    let shared: Vec<_> = (6..9).map(|n| Least { n, fail: false }).collect();
+    for done in futures_util::future::join_all(shared.iter().map(|j| j.enqueue(&enqueuer))).await {
+        ids.push(done.unwrap().id);
+    }
     // Unique keys: one held while queued (the worker is not running yet).
     let first = LeastUnique { n: 1 }.enqueue(&producer_pool).await.unwrap();
     let dup = LeastUnique { n: 1 }.enqueue(&producer_pool).await.unwrap();

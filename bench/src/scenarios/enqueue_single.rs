@@ -1,12 +1,13 @@
-//! Scenario 1: one job per autocommit transaction (`job.enqueue(&pool)`), 1 and 4
-//! producers, with and without the wake-up NOTIFY, on the pool the README
-//! recommends (no ping before each acquire); and once, 1 producer with NOTIFY, on
-//! sqlx's default pool, to show what that costs. Each run comes right after its
-//! own pgbench run of the ceiling's single-row insert with as many clients
-//! (`paired`).
+//! Scenario 1: one job per autocommit transaction, 1 and 4 producers: on the
+//! pool the README recommends (`job.enqueue(&pool)`, no ping before each acquire),
+//! with and without the wake-up NOTIFY; on an `Enqueuer` (`job.enqueue(&enqueuer)`,
+//! the README's recommendation for such enqueues); and once, 1 producer with
+//! NOTIFY, on sqlx's default pool, to show what that costs. Each run comes right
+//! after its own pgbench run of the ceiling's single-row insert with as many
+//! clients (`paired`).
 
 use anyhow::Result;
-use lq_runtime::{EnqueueOptions, Job};
+use lq_runtime::{EnqueueOptions, Enqueuer, Job};
 use serde_json::json;
 
 use super::{announce, closed_loop, Ctx};
@@ -17,31 +18,54 @@ use crate::{
     stats::Spread,
 };
 
+/// What the producers enqueue on.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Target {
+    /// `&PgPool`, built as the README recommends (no ping before each acquire).
+    Pool,
+    /// `&PgPool` with sqlx's defaults (a ping before each acquire).
+    DefaultPool,
+    /// `&Enqueuer` with its default connections.
+    Enqueuer,
+}
+
 /// One way of enqueueing measured.
 #[derive(Clone, Copy)]
 struct Variant {
     notify: bool,
     producers: u32,
-    /// sqlx's default pool (a ping before each acquire) instead of the README's.
-    default_pool: bool,
+    target: Target,
 }
 
-const fn variant(notify: bool, producers: u32, default_pool: bool) -> Variant {
+const fn variant(notify: bool, producers: u32, target: Target) -> Variant {
     Variant {
         notify,
         producers,
-        default_pool,
+        target,
     }
 }
 
 /// The variants, in report order.
-const VARIANTS: [Variant; 5] = [
-    variant(true, 1, false),
-    variant(true, 4, false),
-    variant(false, 1, false),
-    variant(false, 4, false),
-    variant(true, 1, true),
+const VARIANTS: [Variant; 7] = [
+    variant(true, 1, Target::Pool),
+    variant(true, 4, Target::Pool),
+    variant(false, 1, Target::Pool),
+    variant(false, 4, Target::Pool),
+    variant(true, 1, Target::DefaultPool),
+    variant(true, 1, Target::Enqueuer),
+    variant(true, 4, Target::Enqueuer),
 ];
+
+impl Target {
+    /// How the row names it.
+    fn label(self) -> &'static str {
+        match self {
+            Target::Pool => "",
+            Target::DefaultPool => ", sqlx's default pool (a ping before each acquire)",
+            Target::Enqueuer => ", on an Enqueuer",
+        }
+    }
+}
 
 pub async fn run(ctx: &mut Ctx) -> Result<()> {
     let secs = if ctx.quick { 3.0 } else { 10.0 };
@@ -74,16 +98,8 @@ pub async fn run(ctx: &mut Ctx) -> Result<()> {
                 order.reverse();
             }
             for i in order {
-                let Variant {
-                    notify,
-                    default_pool,
-                    ..
-                } = VARIANTS[i];
-                let pool = if default_pool {
-                    ", sqlx's default pool"
-                } else {
-                    ""
-                };
+                let Variant { notify, target, .. } = VARIANTS[i];
+                let pool = target.label();
                 if let Some(p) = &ctx.paired {
                     let next = format!("notify {notify}{pool}");
                     paired[i].push(pgbench_before(p, producers, secs, run, &next).await?);
@@ -119,7 +135,7 @@ pub async fn run(ctx: &mut Ctx) -> Result<()> {
         let Variant {
             notify,
             producers,
-            default_pool,
+            target,
         } = v;
         let (rates, loads) = (&rates[i], &loads[i]);
         let s = Spread::of(rates);
@@ -132,11 +148,7 @@ pub async fn run(ctx: &mut Ctx) -> Result<()> {
             "1. enqueue single/tx, {producers} producer{}{}{}",
             if producers > 1 { "s" } else { "" },
             if notify { "" } else { ", notify off" },
-            if default_pool {
-                ", sqlx's default pool (a ping before each acquire)"
-            } else {
-                ""
-            }
+            target.label()
         );
         ctx.report
             .row_vs_ceiling(&name, s.rate(), s.median, reference.as_ref());
@@ -147,7 +159,7 @@ pub async fn run(ctx: &mut Ctx) -> Result<()> {
             &name,
             json!({ "jobs_per_s": s.json(), "secs": secs, "load": loads, "paired_ceiling_per_s": pairs }),
         );
-        if !default_pool {
+        if target == Target::Pool {
             medians.push((notify, producers, s.median));
         }
     }
@@ -170,12 +182,12 @@ async fn once(ctx: &Ctx, v: Variant, secs: f64) -> Result<f64> {
     let Variant {
         notify,
         producers,
-        default_pool,
+        target,
     } = v;
     // Two connections per producer: sqlx pings a connection as it goes back to the
     // pool, and with no spare one each enqueue would wait for the previous one's ping
     // (an application's pool is larger than its concurrent enqueues anyway).
-    let pool = if default_pool {
+    let pool = if target == Target::DefaultPool {
         sqlx::postgres::PgPoolOptions::new()
             .max_connections(2 * producers)
             .connect_with(ctx.opts.clone())
@@ -183,15 +195,20 @@ async fn once(ctx: &Ctx, v: Variant, secs: f64) -> Result<f64> {
     } else {
         db::pool(&ctx.opts, 2 * producers).await?
     };
+    let enqueuer = (target == Target::Enqueuer).then(|| Enqueuer::new(&pool));
     let shared = pool.clone();
     let rate = closed_loop(producers, secs, move |p, n| {
         let pool = shared.clone();
+        let enqueuer = enqueuer.clone();
         async move {
             let job = Noop {
                 n: u64::from(p) << 40 | n,
             };
             let opts = EnqueueOptions::new().notify(notify);
-            job.enqueue_with(&pool, opts).await?;
+            match &enqueuer {
+                Some(enqueuer) => job.enqueue_with(enqueuer, opts).await?,
+                None => job.enqueue_with(&pool, opts).await?,
+            };
             Ok(())
         }
     })

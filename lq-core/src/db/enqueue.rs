@@ -57,6 +57,44 @@ pub async fn job_insert(
         .map_err(err("job_insert"))
 }
 
+/// Inserts one row per `jobs[i]` (payload `payloads[i]`) in one statement, none
+/// with a unique key, and returns their ids in the same order. Sends no NOTIFY.
+///
+/// The order holds because PostgreSQL inserts the rows of `insert … select` in
+/// the order its `select` yields them (here `unnest`, array order) and returns
+/// them in that order; `enqueuer::shared_statement_answers_each_job_with_its_own_id`
+/// checks it.
+pub async fn job_insert_rows(
+    conn: &mut PgConnection,
+    jobs: &[NewJob<'_>],
+    payloads: &[&str],
+) -> Result<Vec<i64>, Error> {
+    let kinds: Vec<&str> = jobs.iter().map(|j| j.kind).collect();
+    let queues: Vec<&str> = jobs.iter().map(|j| j.queue).collect();
+    let priorities: Vec<i16> = jobs.iter().map(|j| j.priority).collect();
+    let run_ats: Vec<_> = jobs.iter().map(|j| j.run_at).collect();
+    let delays: Vec<f64> = jobs.iter().map(|j| j.delay_secs).collect();
+    let max_attempts: Vec<i32> = jobs.iter().map(|j| j.max_attempts).collect();
+    let with_meta = jobs.iter().any(|j| j.meta.is_some());
+    let query = sqlx::query_scalar(INSERT_ROWS[usize::from(with_meta)])
+        .bind(kinds)
+        .bind(queues)
+        .bind(priorities)
+        .bind(payloads)
+        .bind(run_ats)
+        .bind(delays)
+        .bind(max_attempts);
+    let query = if with_meta {
+        query.bind(jobs.iter().map(|j| j.meta).collect::<Vec<_>>())
+    } else {
+        query
+    };
+    query
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(err("job_insert_rows"))
+}
+
 /// The live job of `kind` holding `unique_key`, if any.
 pub async fn job_find_live_by_key(
     conn: &mut PgConnection,
@@ -231,4 +269,44 @@ const INSERT_ONE: [[&str; 2]; 2] = [
         insert_one!("", "", on_conflict!()),
         insert_one!(", meta", ", $10::pg_catalog.jsonb", on_conflict!()),
     ],
+];
+
+/// The shared insert of an `Enqueuer`: one row per array element, `$1`–`$7` as
+/// bound by [`job_insert_rows`], `$8` the metadata in the `meta` variant (the
+/// column is named only then; see [`insert_many`]).
+macro_rules! insert_rows {
+    ($cols:literal, $vals:literal, $unnest:literal, $names:literal) => {
+        concat!(
+            "with ins as (
+         insert into lq.jobs (kind, queue, priority, payload, run_at, max_attempts",
+            $cols,
+            ")
+         select k, q, p, pl::pg_catalog.jsonb,
+             coalesce(r, pg_catalog.now() operator(pg_catalog.+) pg_catalog.make_interval(secs => d)), m",
+            $vals,
+            "
+         from rows from (pg_catalog.unnest($1::pg_catalog.text[]), pg_catalog.unnest($2::pg_catalog.text[]),
+             pg_catalog.unnest($3::pg_catalog.int2[]), pg_catalog.unnest($4::pg_catalog.text[]),
+             pg_catalog.unnest($5::pg_catalog.timestamptz[]), pg_catalog.unnest($6::pg_catalog.float8[]),
+             pg_catalog.unnest($7::pg_catalog.int4[])",
+            $unnest,
+            ") as u(k, q, p, pl, r, d, m",
+            $names,
+            ")
+         returning id
+     )
+     select coalesce(pg_catalog.array_agg(id), '{}') from ins"
+        )
+    };
+}
+
+/// `[meta]`.
+const INSERT_ROWS: [&str; 2] = [
+    insert_rows!("", "", "", ""),
+    insert_rows!(
+        ", meta",
+        ", mt::pg_catalog.jsonb",
+        ", pg_catalog.unnest($8::pg_catalog.text[])",
+        ", mt"
+    ),
 ];

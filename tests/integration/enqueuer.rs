@@ -1,0 +1,266 @@
+//! `Enqueuer`: autocommit enqueues on connections of its own, concurrent calls
+//! sharing statements.
+//!
+//! A table lock held by the test stalls the enqueuer's first statement, so the
+//! calls made meanwhile wait in its queue and go out together once it is released:
+//! what a busy producer sees, made deterministic.
+
+use std::{future::Future, pin::Pin, time::Duration};
+
+use futures_util::{future::join_all, poll};
+use lq_runtime::{CoreError as Error, EnqueueOptions, Enqueued, Enqueuer, Job};
+use lq_tests::TestDb;
+use sqlx::{Connection, PgConnection};
+
+use crate::jobs::{Noop, UniqueOrder};
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+type Call<'a> = Pin<Box<dyn Future<Output = Result<Enqueued, Error>> + Send + 'a>>;
+
+/// Holds `lock table lq.jobs in share mode` (which blocks inserts) until dropped
+/// or released.
+struct InsertBlock {
+    conn: PgConnection,
+}
+
+impl InsertBlock {
+    async fn hold(db: &TestDb) -> Self {
+        let mut conn = PgConnection::connect(&db.url).await.unwrap();
+        sqlx::raw_sql("begin; lock table lq.jobs in share mode")
+            .execute(&mut conn)
+            .await
+            .unwrap();
+        Self { conn }
+    }
+
+    async fn release(mut self) {
+        sqlx::raw_sql("commit")
+            .execute(&mut self.conn)
+            .await
+            .unwrap();
+    }
+}
+
+/// Waits until an insert into `lq.jobs` waits for the test's lock.
+async fn insert_is_blocked(db: &TestDb) {
+    db.wait_for(
+        "the enqueuer's insert to wait for the lock",
+        "select exists (select 1 from pg_stat_activity
+          where datname = current_database() and wait_event_type = 'Lock'
+            and query like '%insert into lq.jobs%')",
+        LIMIT,
+    )
+    .await;
+}
+
+/// Polls `calls` once, so each has handed its job to the enqueuer, then returns
+/// the joined future.
+async fn send_all(
+    calls: Vec<Call<'_>>,
+) -> Pin<Box<impl Future<Output = Vec<Result<Enqueued, Error>>> + '_>> {
+    let mut all = Box::pin(join_all(calls));
+    assert!(
+        poll!(&mut all).is_pending(),
+        "answered before the lock was released"
+    );
+    all
+}
+
+#[tokio::test]
+async fn a_shared_statement_answers_each_call_with_its_own_job() {
+    let db = TestDb::new().await;
+    let enqueuer = Enqueuer::with_connections(&db.pool, 1);
+    let block = InsertBlock::hold(&db).await;
+    let jobs: Vec<Noop> = (0..50u64).map(|n| Noop { n }).collect();
+    let calls: Vec<Call> = jobs
+        .iter()
+        .map(|job| Box::pin(job.enqueue(&enqueuer)) as Call)
+        .collect();
+    let all = send_all(calls).await;
+    insert_is_blocked(&db).await;
+    block.release().await;
+    let done = all.await;
+
+    for (n, result) in done.into_iter().enumerate() {
+        let e = result.unwrap();
+        assert!(!e.existing);
+        let stored: i64 =
+            sqlx::query_scalar("select (payload->>'n')::int8 from lq.all_jobs where id = $1")
+                .bind(e.id)
+                .fetch_one(&db.pool)
+                .await
+                .unwrap();
+        assert_eq!(
+            stored, n as i64,
+            "call {n} got job {} holding {stored}",
+            e.id
+        );
+    }
+    // The first statement went out before the rest were queued or together with
+    // them; either way some statement carried several jobs (one transaction each).
+    let (jobs, transactions): (i64, i64) = sqlx::query_as(
+        "select count(*), count(distinct xmin::text) from lq.jobs where kind = 'test.noop'",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(jobs, 50);
+    assert!(transactions < 50, "every job had its own statement");
+}
+
+#[tokio::test]
+async fn a_job_the_server_refuses_fails_its_own_call_only() {
+    let db = TestDb::new().await;
+    // A rule of the application's: the server refuses n = 13.
+    sqlx::raw_sql(
+        "alter table lq.jobs add constraint no_thirteen
+           check (kind <> 'test.noop' or (payload->>'n')::int8 <> 13)",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    let enqueuer = Enqueuer::with_connections(&db.pool, 1);
+    let block = InsertBlock::hold(&db).await;
+    let (one, jobs) = (
+        Noop { n: 1 },
+        (10..20u64).map(|n| Noop { n }).collect::<Vec<_>>(),
+    );
+    let first = send_all(vec![Box::pin(one.enqueue(&enqueuer))]).await;
+    insert_is_blocked(&db).await;
+    let rest = send_all(
+        jobs.iter()
+            .map(|job| Box::pin(job.enqueue(&enqueuer)) as Call)
+            .collect(),
+    )
+    .await;
+    block.release().await;
+    assert!(first.await[0].is_ok());
+
+    for (n, result) in (10..20).zip(rest.await) {
+        match result {
+            Err(Error::Database { source, .. }) if n == 13 => {
+                let db_error = source.as_database_error().expect("the server's error");
+                assert_eq!(db_error.constraint(), Some("no_thirteen"));
+            }
+            Ok(e) if n != 13 => {
+                let stored: i64 =
+                    sqlx::query_scalar("select (payload->>'n')::int8 from lq.jobs where id = $1")
+                        .bind(e.id)
+                        .fetch_one(&db.pool)
+                        .await
+                        .unwrap();
+                assert_eq!(stored, n);
+            }
+            other => panic!("n = {n}: {other:?}"),
+        }
+    }
+    assert_eq!(db.count("queued").await, 10);
+}
+
+#[tokio::test]
+async fn a_caller_that_gives_up_before_its_job_is_sent_gets_nothing_written() {
+    let db = TestDb::new().await;
+    let enqueuer = Enqueuer::with_connections(&db.pool, 1);
+    let block = InsertBlock::hold(&db).await;
+    let (one, two) = (Noop { n: 1 }, Noop { n: 2 });
+    let first = send_all(vec![Box::pin(one.enqueue(&enqueuer))]).await;
+    insert_is_blocked(&db).await;
+    // Queued behind the stalled statement, then abandoned (a timeout, a dropped
+    // request handler).
+    let gave_up = send_all(vec![Box::pin(two.enqueue(&enqueuer))]).await;
+    drop(gave_up);
+    block.release().await;
+    assert!(first.await[0].is_ok());
+    Noop { n: 3 }.enqueue(&enqueuer).await.unwrap();
+
+    let stored: Vec<i64> =
+        sqlx::query_scalar("select (payload->>'n')::int8 from lq.jobs order by id")
+            .fetch_all(&db.pool)
+            .await
+            .unwrap();
+    assert_eq!(stored, vec![1, 3]);
+}
+
+#[tokio::test]
+async fn unique_keys_batches_delays_and_metadata_work_as_on_a_pool() {
+    let db = TestDb::new().await;
+    let enqueuer = Enqueuer::new(&db.pool);
+    let first = UniqueOrder { order_id: 7 }
+        .enqueue(&enqueuer)
+        .await
+        .unwrap();
+    let again = UniqueOrder { order_id: 7 }
+        .enqueue(&enqueuer)
+        .await
+        .unwrap();
+    assert_eq!(
+        again,
+        Enqueued {
+            id: first.id,
+            existing: true
+        }
+    );
+
+    let many = Noop::enqueue_many(
+        &enqueuer,
+        (0..100).map(|n| Noop { n }),
+        EnqueueOptions::new(),
+    )
+    .await
+    .unwrap();
+    assert_eq!((many.ids.len(), many.skipped), (100, 0));
+
+    let opts = EnqueueOptions::new()
+        .queue("later")
+        .priority(4)
+        .max_attempts(3)
+        .delay(Duration::from_secs(3600))
+        .meta("tenant", "acme");
+    let later = Noop { n: 500 }.enqueue_with(&enqueuer, opts).await.unwrap();
+    let row = lq_runtime::control::get(&db.pool, later.id).await.unwrap();
+    assert_eq!(
+        (row.queue.as_str(), row.priority, row.max_attempts),
+        ("later", 4, 3)
+    );
+    let meta: serde_json::Value = serde_json::from_str(row.meta.unwrap().get()).unwrap();
+    assert_eq!(meta, serde_json::json!({ "tenant": "acme" }));
+    assert!(row.run_at > chrono::Utc::now() + chrono::Duration::minutes(59));
+    assert_eq!(db.count("queued").await, 102);
+
+    // Bad input is refused before anything is sent, as on a pool.
+    let bad = Noop { n: 1 }
+        .enqueue_with(&enqueuer, EnqueueOptions::new().queue("no spaces"))
+        .await;
+    assert!(
+        matches!(bad, Err(Error::InvalidName { what: "queue", .. })),
+        "{bad:?}"
+    );
+    assert_eq!(db.count("queued").await, 102);
+}
+
+#[tokio::test]
+async fn a_broken_connection_fails_at_most_the_call_on_it_and_the_next_reconnects() {
+    let db = TestDb::new().await;
+    let enqueuer = Enqueuer::with_connections(&db.pool, 1);
+    Noop { n: 1 }.enqueue(&enqueuer).await.unwrap();
+    let killed: i64 = sqlx::query_scalar(
+        "select count(pg_terminate_backend(pid)) from pg_stat_activity
+          where datname = current_database() and application_name = 'lq-enqueuer'",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(killed, 1, "the enqueuer keeps one connection");
+    let after_kill = Noop { n: 2 }.enqueue(&enqueuer).await;
+    Noop { n: 3 }.enqueue(&enqueuer).await.unwrap();
+    let stored: Vec<i64> =
+        sqlx::query_scalar("select (payload->>'n')::int8 from lq.jobs order by id")
+            .fetch_all(&db.pool)
+            .await
+            .unwrap();
+    match after_kill {
+        Ok(_) => assert_eq!(stored, vec![1, 2, 3]),
+        Err(_) => assert_eq!(stored, vec![1, 3]),
+    }
+}
