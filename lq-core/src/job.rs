@@ -118,7 +118,8 @@ pub trait Job: Serialize + DeserializeOwned + Send + Sync + 'static {
     }
 
     /// Inserts this job with the type's settings, on a `&mut Transaction<Postgres>`
-    /// (the job exists iff the transaction commits), a `&PgPool` or a `&mut PgConnection`.
+    /// (the job exists iff the transaction commits), a `&PgPool`, a `&mut PgConnection`
+    /// or a [`crate::Enqueuer`] (see [`EnqueueTarget`]).
     ///
     /// When the type has a `unique_key` and a queued or running job already holds
     /// it, nothing is inserted and that job's id comes back with `existing: true`.

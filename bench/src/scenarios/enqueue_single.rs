@@ -27,6 +27,10 @@ enum Target {
     DefaultPool,
     /// `&Enqueuer` with its default connections.
     Enqueuer,
+    /// `&mut PgConnection`, one per producer and its own, NOTIFY off: the same
+    /// single-row statement with no pool, no hand-off and no wake-up, the floor
+    /// for the other targets.
+    Connection,
 }
 
 /// One way of enqueueing measured.
@@ -46,7 +50,7 @@ const fn variant(notify: bool, producers: u32, target: Target) -> Variant {
 }
 
 /// The variants, in report order.
-const VARIANTS: [Variant; 7] = [
+const VARIANTS: [Variant; 9] = [
     variant(true, 1, Target::Pool),
     variant(true, 4, Target::Pool),
     variant(false, 1, Target::Pool),
@@ -54,6 +58,8 @@ const VARIANTS: [Variant; 7] = [
     variant(true, 1, Target::DefaultPool),
     variant(true, 1, Target::Enqueuer),
     variant(true, 4, Target::Enqueuer),
+    variant(false, 1, Target::Connection),
+    variant(false, 4, Target::Connection),
 ];
 
 impl Target {
@@ -63,6 +69,7 @@ impl Target {
             Target::Pool => "",
             Target::DefaultPool => ", sqlx's default pool (a ping before each acquire)",
             Target::Enqueuer => ", on an Enqueuer",
+            Target::Connection => ", on a connection per producer",
         }
     }
 }
@@ -83,7 +90,8 @@ pub async fn run(ctx: &mut Ctx) -> Result<()> {
     for run in 1..=3 {
         for producers in [1u32, 4] {
             let b = usize::from(producers > 1);
-            if let Some(p) = &ctx.paired {
+            let only_enqueuer = std::env::var_os("LQ_BENCH_ENQUEUER_ONLY").is_some();
+            if let Some(p) = ctx.paired.as_ref().filter(|_| !only_enqueuer) {
                 let pgbench = pgbench_before(p, producers, secs, run, "the sqlx baseline").await?;
                 baseline_paired[b].push(pgbench);
                 announce(&format!(
@@ -93,6 +101,7 @@ pub async fn run(ctx: &mut Ctx) -> Result<()> {
             }
             let mut order: Vec<usize> = (0..VARIANTS.len())
                 .filter(|&i| VARIANTS[i].producers == producers)
+                .filter(|&i| !only_enqueuer || VARIANTS[i].target == Target::Enqueuer)
                 .collect();
             if run % 2 == 0 {
                 order.reverse();
@@ -195,19 +204,36 @@ async fn once(ctx: &Ctx, v: Variant, secs: f64) -> Result<f64> {
     } else {
         db::pool(&ctx.opts, 2 * producers).await?
     };
-    let enqueuer = (target == Target::Enqueuer).then(|| Enqueuer::new(&pool));
+    let enqueuer = (target == Target::Enqueuer).then(|| {
+        // `LQ_BENCH_ENQUEUER_CONNECTIONS` tries other sizes than the default
+        // (and `LQ_BENCH_ENQUEUER_ONLY` runs the enqueuer's rows alone).
+        let connections = std::env::var("LQ_BENCH_ENQUEUER_CONNECTIONS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(lq_runtime::DEFAULT_ENQUEUER_CONNECTIONS);
+        Enqueuer::with_connections(&pool, connections)
+    });
+    let mut conns = Vec::new();
+    if target == Target::Connection {
+        for _ in 0..producers {
+            let conn = pool.acquire().await?.detach();
+            conns.push(std::sync::Arc::new(tokio::sync::Mutex::new(conn)));
+        }
+    }
     let shared = pool.clone();
     let rate = closed_loop(producers, secs, move |p, n| {
         let pool = shared.clone();
         let enqueuer = enqueuer.clone();
+        let conn = conns.get(p as usize).cloned();
         async move {
             let job = Noop {
                 n: u64::from(p) << 40 | n,
             };
             let opts = EnqueueOptions::new().notify(notify);
-            match &enqueuer {
-                Some(enqueuer) => job.enqueue_with(enqueuer, opts).await?,
-                None => job.enqueue_with(&pool, opts).await?,
+            match (&enqueuer, conn) {
+                (Some(enqueuer), _) => job.enqueue_with(enqueuer, opts).await?,
+                (None, Some(conn)) => job.enqueue_with(&mut *conn.lock().await, opts).await?,
+                (None, None) => job.enqueue_with(&pool, opts).await?,
             };
             Ok(())
         }

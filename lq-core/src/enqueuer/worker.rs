@@ -66,7 +66,13 @@ impl Worker {
     pub(super) async fn run(mut self) {
         loop {
             match tokio::time::timeout(IDLE, self.next_calls()).await {
-                Ok(Some(calls)) => self.serve(calls).await,
+                Ok(Some(calls)) => {
+                    self.serve(calls).await;
+                    // The callers just answered were woken on this thread: let
+                    // them run first, so that their next calls, if they make any
+                    // at once, are queued by the time this worker looks again.
+                    tokio::task::yield_now().await;
+                }
                 Ok(None) => break,
                 Err(_) => self.close().await,
             }
