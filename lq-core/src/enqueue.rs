@@ -268,8 +268,8 @@ where
         crate::telemetry::enqueue_span(J::KIND, opts.queue.as_deref().unwrap_or(J::OPTIONS.queue));
     let meta = span.in_scope(|| meta_of::<J>(opts))?;
     let mut new = opts.resolve::<J>(meta.as_deref())?;
-    let payload = payload_of(job, None)?;
-    let key = job.unique_key();
+    let mut payload = payload_of(job, None)?;
+    let mut key = job.unique_key();
     check_key::<J>(key.as_deref(), None)?;
     let queue = new.queue;
     let done = db::timed("job_insert", ENQUEUE_TIMEOUT, async {
@@ -286,7 +286,9 @@ where
             }
             Route::Enqueuer(enqueuer) => {
                 let row = OwnedJob::of(J::KIND, &new);
-                enqueuer.insert(row, payload.clone(), key.clone()).await
+                enqueuer
+                    .insert(row, std::mem::take(&mut payload), key.take())
+                    .await
             }
         }
     })
