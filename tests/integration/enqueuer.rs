@@ -110,6 +110,73 @@ async fn a_shared_statement_answers_each_call_with_its_own_job() {
 }
 
 #[tokio::test]
+async fn a_shared_statement_keeps_each_calls_own_settings() {
+    let db = TestDb::new().await;
+    let enqueuer = Enqueuer::with_connections(&db.pool, 1);
+    let block = InsertBlock::hold(&db).await;
+    let (one, jobs) = (
+        Noop { n: 100 },
+        (0..12u64).map(|n| Noop { n }).collect::<Vec<_>>(),
+    );
+    let first = send_all(vec![Box::pin(one.enqueue(&enqueuer))]).await;
+    insert_is_blocked(&db).await;
+    // Queued behind the stalled statement, so they go out together.
+    let opts = |n: u64| {
+        let opts = EnqueueOptions::new()
+            .queue(format!("q{}", n % 3))
+            .priority(n as i16)
+            .max_attempts(n as u32 + 1);
+        let opts = if n % 2 == 0 {
+            opts.delay(Duration::from_secs(3600))
+        } else {
+            opts
+        };
+        if n % 4 == 1 {
+            opts.meta("n", n)
+        } else {
+            opts
+        }
+    };
+    let rest = send_all(
+        jobs.iter()
+            .map(|job| Box::pin(job.enqueue_with(&enqueuer, opts(job.n))) as Call)
+            .collect(),
+    )
+    .await;
+    block.release().await;
+    assert!(first.await[0].is_ok());
+
+    let now = chrono::Utc::now();
+    for (n, result) in (0..12u64).zip(rest.await) {
+        let row = lq_runtime::control::get(&db.pool, result.unwrap().id)
+            .await
+            .unwrap();
+        let payload: serde_json::Value = serde_json::from_str(row.payload.get()).unwrap();
+        assert_eq!(payload, serde_json::json!({ "n": n }));
+        assert_eq!(row.queue, format!("q{}", n % 3), "n = {n}");
+        assert_eq!((row.priority, row.max_attempts), (n as i16, n as i32 + 1));
+        let delayed = row.run_at > now + chrono::Duration::minutes(59);
+        assert_eq!(delayed, n % 2 == 0, "n = {n}: run_at {}", row.run_at);
+        let meta = row
+            .meta
+            .map(|m| serde_json::from_str::<serde_json::Value>(m.get()).unwrap());
+        let expected = (n % 4 == 1).then(|| serde_json::json!({ "n": n }));
+        assert_eq!(meta, expected, "n = {n}");
+    }
+    let (jobs, transactions): (i64, i64) = sqlx::query_as(
+        "select count(*), count(distinct xmin::text) from lq.jobs where payload->>'n' <> '100'",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        (jobs, transactions),
+        (12, 1),
+        "the twelve share one statement"
+    );
+}
+
+#[tokio::test]
 async fn a_job_the_server_refuses_fails_its_own_call_only() {
     let db = TestDb::new().await;
     // A rule of the application's: the server refuses n = 13.

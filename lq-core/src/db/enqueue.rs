@@ -62,8 +62,8 @@ pub async fn job_insert(
 ///
 /// The order holds because PostgreSQL inserts the rows of `insert … select` in
 /// the order its `select` yields them (here `unnest`, array order) and returns
-/// them in that order; `enqueuer::shared_statement_answers_each_job_with_its_own_id`
-/// checks it.
+/// them in that order (checked by `tests/integration/enqueuer.rs`,
+/// `a_shared_statement_answers_each_call_with_its_own_job`).
 pub async fn job_insert_rows(
     conn: &mut PgConnection,
     jobs: &[NewJob<'_>],
