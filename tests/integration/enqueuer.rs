@@ -126,7 +126,7 @@ async fn a_shared_statement_keeps_each_calls_own_settings() {
             .queue(format!("q{}", n % 3))
             .priority(n as i16)
             .max_attempts(n as u32 + 1);
-        let opts = if n % 2 == 0 {
+        let opts = if n.is_multiple_of(2) {
             opts.delay(Duration::from_secs(3600))
         } else {
             opts
@@ -156,7 +156,12 @@ async fn a_shared_statement_keeps_each_calls_own_settings() {
         assert_eq!(row.queue, format!("q{}", n % 3), "n = {n}");
         assert_eq!((row.priority, row.max_attempts), (n as i16, n as i32 + 1));
         let delayed = row.run_at > now + chrono::Duration::minutes(59);
-        assert_eq!(delayed, n % 2 == 0, "n = {n}: run_at {}", row.run_at);
+        assert_eq!(
+            delayed,
+            n.is_multiple_of(2),
+            "n = {n}: run_at {}",
+            row.run_at
+        );
         let meta = row
             .meta
             .map(|m| serde_json::from_str::<serde_json::Value>(m.get()).unwrap());
