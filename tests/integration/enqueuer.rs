@@ -336,3 +336,60 @@ async fn a_broken_connection_fails_at_most_the_call_on_it_and_the_next_reconnect
         Err(_) => assert_eq!(stored, vec![1, 3]),
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn due_jobs_on_an_enqueuer_are_followed_by_a_notify_alone_or_shared() {
+    let db = TestDb::new().await;
+    let mut listener = sqlx::postgres::PgListener::connect_with(&db.pool)
+        .await
+        .unwrap();
+    listener.listen("lq_jobs").await.unwrap();
+    let enqueuer = Enqueuer::with_connections(&db.pool, 1);
+    let on = |queue: &str| EnqueueOptions::new().queue(queue);
+
+    // Alone: a delayed job sends none, a due one sends one. Notifications
+    // arrive in commit order, so had the delayed one sent any, it would come first.
+    let delay = Duration::from_secs(3600);
+    Noop { n: 1 }
+        .enqueue_with(&enqueuer, on("later").delay(delay))
+        .await
+        .unwrap();
+    Noop { n: 2 }
+        .enqueue_with(&enqueuer, on("alone"))
+        .await
+        .unwrap();
+    assert_eq!(next_note(&mut listener).await, "alone");
+
+    // Shared: the statement that carries several calls is followed by one too.
+    let block = InsertBlock::hold(&db).await;
+    let (one, jobs) = (
+        Noop { n: 3 },
+        (10..15u64).map(|n| Noop { n }).collect::<Vec<_>>(),
+    );
+    let first = send_all(vec![Box::pin(one.enqueue_with(&enqueuer, on("first")))]).await;
+    insert_is_blocked(&db).await;
+    let rest = send_all(
+        jobs.iter()
+            .map(|job| Box::pin(job.enqueue_with(&enqueuer, on("shared"))) as Call)
+            .collect(),
+    )
+    .await;
+    block.release().await;
+    assert!(first.await[0].is_ok());
+    assert!(rest.await.iter().all(Result::is_ok));
+    let mut notes = vec![
+        next_note(&mut listener).await,
+        next_note(&mut listener).await,
+    ];
+    notes.sort();
+    assert_eq!(notes, ["first", "shared"]);
+}
+
+/// The payload (the queue) of the next NOTIFY on `listener`, waiting at most 5 s.
+async fn next_note(listener: &mut sqlx::postgres::PgListener) -> String {
+    let note = tokio::time::timeout(Duration::from_secs(5), listener.recv())
+        .await
+        .expect("a NOTIFY")
+        .unwrap();
+    note.payload().to_owned()
+}

@@ -1,10 +1,11 @@
 //! Scenario 1: one job per autocommit transaction, 1 and 4 producers: on the
-//! pool the README recommends (`job.enqueue(&pool)`, no ping before each acquire),
-//! with and without the wake-up NOTIFY; on an `Enqueuer` (`job.enqueue(&enqueuer)`,
-//! the README's recommendation for such enqueues); and once, 1 producer with
-//! NOTIFY, on sqlx's default pool, to show what that costs. Each run comes right
-//! after its own pgbench run of the ceiling's single-row insert with as many
-//! clients (`paired`).
+//! pool the README recommends (`job.enqueue(&pool)`, no ping before each acquire)
+//! and on an `Enqueuer` (`job.enqueue(&enqueuer)`, the README's recommendation for
+//! such enqueues), each with and without the wake-up NOTIFY; on a connection per
+//! producer, NOTIFY off (the floor: no pool, no hand-off); and once, 1 producer
+//! with NOTIFY, on sqlx's default pool, to show what that costs. Each run comes
+//! right after its own pgbench run of the ceiling's single-row insert with as
+//! many clients (`paired`).
 
 use anyhow::Result;
 use lq_runtime::{EnqueueOptions, Enqueuer, Job};
@@ -50,7 +51,7 @@ const fn variant(notify: bool, producers: u32, target: Target) -> Variant {
 }
 
 /// The variants, in report order.
-const VARIANTS: [Variant; 9] = [
+const VARIANTS: [Variant; 11] = [
     variant(true, 1, Target::Pool),
     variant(true, 4, Target::Pool),
     variant(false, 1, Target::Pool),
@@ -58,6 +59,8 @@ const VARIANTS: [Variant; 9] = [
     variant(true, 1, Target::DefaultPool),
     variant(true, 1, Target::Enqueuer),
     variant(true, 4, Target::Enqueuer),
+    variant(false, 1, Target::Enqueuer),
+    variant(false, 4, Target::Enqueuer),
     variant(false, 1, Target::Connection),
     variant(false, 4, Target::Connection),
 ];
@@ -101,7 +104,11 @@ pub async fn run(ctx: &mut Ctx) -> Result<()> {
             }
             let mut order: Vec<usize> = (0..VARIANTS.len())
                 .filter(|&i| VARIANTS[i].producers == producers)
-                .filter(|&i| !only_enqueuer || VARIANTS[i].target == Target::Enqueuer)
+                .filter(|&i| {
+                    !only_enqueuer
+                        || VARIANTS[i].target != Target::Pool
+                            && VARIANTS[i].target != Target::DefaultPool
+                })
                 .collect();
             if run % 2 == 0 {
                 order.reverse();
@@ -206,7 +213,8 @@ async fn once(ctx: &Ctx, v: Variant, secs: f64) -> Result<f64> {
     };
     let enqueuer = (target == Target::Enqueuer).then(|| {
         // `LQ_BENCH_ENQUEUER_CONNECTIONS` tries other sizes than the default
-        // (and `LQ_BENCH_ENQUEUER_ONLY` runs the enqueuer's rows alone).
+        // (and `LQ_BENCH_ENQUEUER_ONLY` runs the enqueuer's and the connection's
+        // rows alone).
         let connections = std::env::var("LQ_BENCH_ENQUEUER_CONNECTIONS")
             .ok()
             .and_then(|v| v.parse().ok())
