@@ -54,6 +54,31 @@ async fn insert_is_blocked(db: &TestDb) {
     .await;
 }
 
+/// The first statement (`first` on `opts`) of a one-connection enqueuer, waiting
+/// for the test's lock: the calls made until [`Stalled::release`] queue behind it.
+struct Stalled {
+    block: InsertBlock,
+    first: tokio::task::JoinHandle<Result<Enqueued, Error>>,
+}
+
+impl Stalled {
+    /// The enqueuer, with its first statement stalled.
+    async fn new(db: &TestDb, first: Noop, opts: EnqueueOptions) -> (Enqueuer, Self) {
+        let enqueuer = Enqueuer::with_connections(&db.pool, 1);
+        let block = InsertBlock::hold(db).await;
+        let on = enqueuer.clone();
+        let first = tokio::spawn(async move { first.enqueue_with(&on, opts).await });
+        insert_is_blocked(db).await;
+        (enqueuer, Self { block, first })
+    }
+
+    /// Releases the lock; the first call then succeeds.
+    async fn release(self) {
+        self.block.release().await;
+        self.first.await.unwrap().unwrap();
+    }
+}
+
 /// Polls `calls` once, so each has handed its job to the enqueuer, then returns
 /// the joined future.
 async fn send_all(
@@ -112,14 +137,8 @@ async fn a_shared_statement_answers_each_call_with_its_own_job() {
 #[tokio::test]
 async fn a_shared_statement_keeps_each_calls_own_settings() {
     let db = TestDb::new().await;
-    let enqueuer = Enqueuer::with_connections(&db.pool, 1);
-    let block = InsertBlock::hold(&db).await;
-    let (one, jobs) = (
-        Noop { n: 100 },
-        (0..12u64).map(|n| Noop { n }).collect::<Vec<_>>(),
-    );
-    let first = send_all(vec![Box::pin(one.enqueue(&enqueuer))]).await;
-    insert_is_blocked(&db).await;
+    let (enqueuer, stalled) = Stalled::new(&db, Noop { n: 100 }, EnqueueOptions::new()).await;
+    let jobs: Vec<Noop> = (0..12u64).map(|n| Noop { n }).collect();
     // Queued behind the stalled statement, so they go out together.
     let opts = |n: u64| {
         let opts = EnqueueOptions::new()
@@ -143,8 +162,7 @@ async fn a_shared_statement_keeps_each_calls_own_settings() {
             .collect(),
     )
     .await;
-    block.release().await;
-    assert!(first.await[0].is_ok());
+    stalled.release().await;
 
     let now = chrono::Utc::now();
     for (n, result) in (0..12u64).zip(rest.await) {
@@ -192,22 +210,15 @@ async fn a_job_the_server_refuses_fails_its_own_call_only() {
     .execute(&db.pool)
     .await
     .unwrap();
-    let enqueuer = Enqueuer::with_connections(&db.pool, 1);
-    let block = InsertBlock::hold(&db).await;
-    let (one, jobs) = (
-        Noop { n: 1 },
-        (10..20u64).map(|n| Noop { n }).collect::<Vec<_>>(),
-    );
-    let first = send_all(vec![Box::pin(one.enqueue(&enqueuer))]).await;
-    insert_is_blocked(&db).await;
+    let (enqueuer, stalled) = Stalled::new(&db, Noop { n: 1 }, EnqueueOptions::new()).await;
+    let jobs: Vec<Noop> = (10..20u64).map(|n| Noop { n }).collect();
     let rest = send_all(
         jobs.iter()
             .map(|job| Box::pin(job.enqueue(&enqueuer)) as Call)
             .collect(),
     )
     .await;
-    block.release().await;
-    assert!(first.await[0].is_ok());
+    stalled.release().await;
 
     for (n, result) in (10..20).zip(rest.await) {
         match result {
@@ -233,17 +244,13 @@ async fn a_job_the_server_refuses_fails_its_own_call_only() {
 #[tokio::test]
 async fn a_caller_that_gives_up_before_its_job_is_sent_gets_nothing_written() {
     let db = TestDb::new().await;
-    let enqueuer = Enqueuer::with_connections(&db.pool, 1);
-    let block = InsertBlock::hold(&db).await;
-    let (one, two) = (Noop { n: 1 }, Noop { n: 2 });
-    let first = send_all(vec![Box::pin(one.enqueue(&enqueuer))]).await;
-    insert_is_blocked(&db).await;
+    let (enqueuer, stalled) = Stalled::new(&db, Noop { n: 1 }, EnqueueOptions::new()).await;
+    let two = Noop { n: 2 };
     // Queued behind the stalled statement, then abandoned (a timeout, a dropped
     // request handler).
     let gave_up = send_all(vec![Box::pin(two.enqueue(&enqueuer))]).await;
     drop(gave_up);
-    block.release().await;
-    assert!(first.await[0].is_ok());
+    stalled.release().await;
     Noop { n: 3 }.enqueue(&enqueuer).await.unwrap();
 
     let stored: Vec<i64> =
@@ -361,21 +368,15 @@ async fn due_jobs_on_an_enqueuer_are_followed_by_a_notify_alone_or_shared() {
     assert_eq!(next_note(&mut listener).await, "alone");
 
     // Shared: the statement that carries several calls is followed by one too.
-    let block = InsertBlock::hold(&db).await;
-    let (one, jobs) = (
-        Noop { n: 3 },
-        (10..15u64).map(|n| Noop { n }).collect::<Vec<_>>(),
-    );
-    let first = send_all(vec![Box::pin(one.enqueue_with(&enqueuer, on("first")))]).await;
-    insert_is_blocked(&db).await;
+    let (enqueuer, stalled) = Stalled::new(&db, Noop { n: 3 }, on("first")).await;
+    let jobs: Vec<Noop> = (10..15u64).map(|n| Noop { n }).collect();
     let rest = send_all(
         jobs.iter()
             .map(|job| Box::pin(job.enqueue_with(&enqueuer, on("shared"))) as Call)
             .collect(),
     )
     .await;
-    block.release().await;
-    assert!(first.await[0].is_ok());
+    stalled.release().await;
     assert!(rest.await.iter().all(Result::is_ok));
     let mut notes = vec![
         next_note(&mut listener).await,

@@ -117,6 +117,12 @@ impl Worker {
         let jobs: Vec<_> = calls.iter().map(|call| call.work.one()).collect();
         let rows: Vec<_> = jobs.iter().map(|(job, _)| job.new_job()).collect();
         let payloads: Vec<&str> = jobs.iter().map(|(_, payload)| *payload).collect();
+        let woken: BTreeSet<&str> = jobs
+            .iter()
+            .filter(|(job, _)| job.wake)
+            .map(|(job, _)| job.queue.as_str())
+            .collect();
+        let woken: Vec<String> = woken.into_iter().map(str::to_owned).collect();
         let inserted = db::timed("job_insert_rows", STATEMENT_TIMEOUT, async {
             let conn = self.conn().await?;
             db::enqueue::job_insert_rows(conn, &rows, &payloads).await
@@ -124,15 +130,9 @@ impl Worker {
         .await;
         match inserted {
             Ok(ids) if ids.len() == calls.len() => {
-                let woken: BTreeSet<&str> = jobs
-                    .iter()
-                    .filter(|(job, _)| job.wake)
-                    .map(|(job, _)| job.queue.as_str())
-                    .collect();
-                for queue in woken {
+                for queue in &woken {
                     notify::poke(&self.pool, queue);
                 }
-                drop(jobs);
                 for (call, id) in calls.into_iter().zip(ids) {
                     let _ = call.reply.send(Ok(Done::One(Enqueued {
                         id,
@@ -146,14 +146,12 @@ impl Worker {
                     ids.len(),
                     calls.len()
                 );
-                drop(jobs);
                 fail_all(calls, "job_insert_rows", reason);
             }
             // The server refused the statement, so none of it was written: each
             // job on its own tells its caller whether it was the one refused.
             Err(e) if refused_by_server(&e) => {
                 tracing::debug!(error = %crate::chain(&e), jobs = calls.len(), "shared enqueue refused; one job at a time");
-                drop(jobs);
                 for call in calls {
                     self.serve_alone(call).await;
                 }
@@ -161,7 +159,6 @@ impl Worker {
             Err(e) => {
                 self.conn = None;
                 let reason = crate::chain(&e).to_string();
-                drop(jobs);
                 fail_all(calls, "job_insert_rows", reason);
             }
         }
@@ -248,16 +245,8 @@ impl Work {
 /// A connection failure reported by the server (SQLSTATE class 08, or 57P: the
 /// server shutting down or the backend terminated) is neither.
 fn refused_by_server(e: &Error) -> bool {
-    match e {
-        Error::Database {
-            source: sqlx::Error::Database(db),
-            ..
-        } => !db
-            .code()
-            .is_some_and(|code| code.starts_with("08") || code.starts_with("57P")),
-        Error::UniqueKeyContended { .. } => true,
-        _ => false,
-    }
+    matches!(e, Error::UniqueKeyContended { .. })
+        || db::sqlstate(e).is_some_and(|code| !code.starts_with("08") && !code.starts_with("57P"))
 }
 
 /// Fails every call of a shared statement whose outcome is unknown.
