@@ -13,9 +13,10 @@
 //! [min–max]), the matching row of the raw-SQL ceiling measured on the same server,
 //! and their ratio. With `--ceiling-after-script` the ceiling runs once more after
 //! the scenarios and each ratio is also taken against that second measurement: the
-//! host's speed drifts within a run. The enqueue scenarios also run the ceiling's
-//! own SQL file with pgbench right before each of their runs and report the ratio
-//! per pair (`paired`; off with `--no-paired`). `scripts/bench` is the one command
+//! host's speed drifts within a run. The enqueue scenarios, and the drain with
+//! shipped defaults (against the one-statement bound and claim-then-delete, on a
+//! 2M backlog), also run the ceiling's own SQL file with pgbench right before each
+//! of their runs and report the ratio per pair (`paired`; off with `--no-paired`). `scripts/bench` is the one command
 //! that runs it all.
 //!
 //! `lq-bench --runtime-child CONCURRENCY` is a hidden mode: one runtime process of

@@ -1,11 +1,12 @@
-//! The ceiling's own enqueue statements, run by pgbench right beside each
-//! litequeue enqueue run.
+//! The ceiling's own statements, run by pgbench right beside each litequeue run
+//! they are compared with: the enqueues, and the two delete-shaped drains.
 //!
 //! The whole-run ceiling (`ceiling`) is measured minutes away from the figures it
 //! divides, and on this host the single-row commit rate has moved by 2× within
-//! one run. The enqueue ceilings take seconds to measure, so each enqueue run is
-//! paired with a pgbench run of the ceiling's exact SQL file (same server, same
-//! length, same settling first) right before it, and the ratio is taken per pair.
+//! one run, the one-statement drain by a third within an hour. These ceilings
+//! take seconds to measure, so each run is paired with a pgbench run of the
+//! ceiling's exact SQL file (same server, same settling first) right before it,
+//! and the ratio is taken per pair.
 
 use std::{
     path::{Path, PathBuf},
@@ -23,6 +24,43 @@ const DB_NAME: &str = "lq_bench_pair";
 /// Rows per statement of the ceiling's `enqueue_unnest.sql`, as its script binds them.
 const UNNEST_ROWS: usize = 1000;
 
+/// The paired drains' backlog: more than four clients delete in [`DRAIN_SECS`]
+/// on this host (the ceiling's own 1M runs dry at the one-statement bound).
+const DRAIN_BACKLOG: u64 = 2_000_000;
+
+/// The paired drains' length, clients and batch, as the ceiling script runs them.
+const DRAIN_SECS: u64 = 10;
+const DRAIN_CLIENTS: u32 = 4;
+const DRAIN_BATCH: u32 = 100;
+
+/// The ceiling's delete-shaped drains, each the SQL file pgbench runs.
+#[derive(Debug, Clone, Copy)]
+pub enum DrainShape {
+    /// `claim_delete_1tx.sql`: a batch claimed and deleted in one statement, the
+    /// least work a drain can do per job (no claim is recorded, nothing is kept).
+    OneStatement,
+    /// `claim_then_delete.sql`: a batch claimed (updated), then deleted.
+    ClaimThenDelete,
+}
+
+impl DrainShape {
+    fn file(self) -> &'static str {
+        match self {
+            DrainShape::OneStatement => "claim_delete_1tx.sql",
+            DrainShape::ClaimThenDelete => "claim_then_delete.sql",
+        }
+    }
+
+    /// How the paired row names it.
+    pub fn label(self) -> String {
+        format!(
+            "{} by pgbench (batch {DRAIN_BATCH}, {DRAIN_CLIENTS} clients, {DRAIN_SECS} s, {}M backlog)",
+            self.file(),
+            DRAIN_BACKLOG / 1_000_000
+        )
+    }
+}
+
 /// pgbench and the ceiling's SQL files, with a database to run them in.
 pub struct Paired {
     dir: PathBuf,
@@ -36,12 +74,12 @@ impl Paired {
     /// `None` (with a message) when the files or pgbench are missing.
     pub async fn setup(admin: &PgConnectOptions, dir: &Path) -> Result<Option<Paired>> {
         let Some(pgbench) = find_pgbench() else {
-            eprintln!("paired ceiling: pgbench not found; enqueue runs are not paired");
+            eprintln!("paired ceiling: pgbench not found; enqueue and drain runs are not paired");
             return Ok(None);
         };
         if !dir.join("enqueue_1.sql").exists() {
             eprintln!(
-                "paired ceiling: no enqueue_1.sql in {}; enqueue runs are not paired",
+                "paired ceiling: no enqueue_1.sql in {}; enqueue and drain runs are not paired",
                 dir.display()
             );
             return Ok(None);
@@ -119,6 +157,39 @@ impl Paired {
         self.run(UNNEST_ROWS as f64, 1, secs, &argv).await
     }
 
+    /// One of the ceiling's delete-shaped drains on a fresh backlog of
+    /// [`DRAIN_BACKLOG`] jobs, settled as a litequeue drain is: jobs deleted per
+    /// second, counted in the table afterwards. An error if the backlog ran dry,
+    /// which would make the figure a floor.
+    pub async fn drain(&self, shape: DrainShape) -> Result<f64> {
+        crate::db::exec(&self.pool, "truncate jobs restart identity").await?;
+        crate::db::exec(
+            &self.pool,
+            &format!(
+                "insert into jobs (kind, args) select 'noop', jsonb_build_object('n', g) \
+                 from generate_series(1, {DRAIN_BACKLOG}) g"
+            ),
+        )
+        .await?;
+        crate::db::exec(&self.pool, "vacuum analyze jobs").await?;
+        crate::db::settle_server(&self.pool).await?;
+        let argv = [
+            "-D".into(),
+            format!("n={DRAIN_BATCH}"),
+            "-f".into(),
+            self.file(shape.file()),
+        ];
+        self.pgbench(DRAIN_CLIENTS, DRAIN_SECS, &argv).await?;
+        let left: i64 = sqlx::query_scalar("select count(*) from jobs")
+            .fetch_one(&self.pool)
+            .await?;
+        let left = u64::try_from(left).unwrap_or(0);
+        if left == 0 {
+            bail!("{} ran dry: the figure would be a floor", shape.file());
+        }
+        Ok((DRAIN_BACKLOG - left) as f64 / DRAIN_SECS as f64)
+    }
+
     fn file(&self, name: &str) -> String {
         self.dir.join(name).display().to_string()
     }
@@ -128,7 +199,16 @@ impl Paired {
     async fn run(&self, rows_per_tx: f64, clients: u32, secs: f64, argv: &[String]) -> Result<f64> {
         crate::db::exec(&self.pool, "truncate jobs restart identity").await?;
         crate::db::settle_server(&self.pool).await?;
-        let secs = (secs.round() as u64).max(1).to_string();
+        let tps = self
+            .pgbench(clients, (secs.round() as u64).max(1), argv)
+            .await?;
+        Ok(tps * rows_per_tx)
+    }
+
+    /// pgbench as the ceiling script runs it (prepared statements, up to two
+    /// threads), on the scratch database: transactions per second.
+    async fn pgbench(&self, clients: u32, secs: u64, argv: &[String]) -> Result<f64> {
+        let secs = secs.to_string();
         let threads = clients.min(2).to_string();
         let clients = clients.to_string();
         let mut cmd = Command::new(&self.pgbench);
@@ -154,8 +234,7 @@ impl Paired {
                 String::from_utf8_lossy(&out.stderr)
             );
         }
-        let tps = tps_of(&text).with_context(|| format!("no tps in pgbench's output: {text}"))?;
-        Ok(tps * rows_per_tx)
+        tps_of(&text).with_context(|| format!("no tps in pgbench's output: {text}"))
     }
 }
 

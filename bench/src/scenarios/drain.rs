@@ -8,7 +8,12 @@ use lq_runtime::RuntimeConfig;
 use serde_json::{json, Value};
 
 use super::{announce, start_runtime, Ctx, DEFAULT_CONCURRENCY};
-use crate::{cpu::CpuSnap, db, stats::Spread};
+use crate::{
+    cpu::CpuSnap,
+    db,
+    paired::{self, DrainShape, Paired},
+    stats::Spread,
+};
 
 /// The knobs the sweep turns.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -247,16 +252,67 @@ pub fn report(ctx: &mut Ctx, name: &str, runs: &[DrainRun]) -> f64 {
     s.median
 }
 
+/// The shipped-defaults runs, each right after the ceiling's two delete-shaped
+/// drains by pgbench when `ctx.paired` is set: the one-statement bound and
+/// claim-then-delete, measured seconds before the drain they divide. Returns the
+/// runs and the two bounds per run (empty when not paired or a pairing failed).
+async fn runs_paired(ctx: &Ctx, s: Settings) -> Result<(Vec<DrainRun>, Vec<f64>, Vec<f64>)> {
+    let n = backlog(ctx.quick);
+    let (mut v, mut bounds, mut deletes) = (Vec::new(), Vec::new(), Vec::new());
+    let mut paired = ctx.paired.as_ref();
+    for run in 1..=3 {
+        if let Some(p) = paired {
+            match pair(p).await {
+                Ok((bound, delete)) => {
+                    bounds.push(bound);
+                    deletes.push(delete);
+                }
+                Err(e) => {
+                    eprintln!("paired drain bound failed, drains not paired: {e:#}");
+                    (paired, bounds, deletes) = (None, Vec::new(), Vec::new());
+                }
+            }
+        }
+        let what = format!("shipped defaults, run {run}/3");
+        v.push(once(ctx, n, s, None, &what).await?);
+    }
+    Ok((v, bounds, deletes))
+}
+
+/// The one-statement bound and claim-then-delete, in that order.
+async fn pair(p: &Paired) -> Result<(f64, f64)> {
+    let bound = p.drain(DrainShape::OneStatement).await?;
+    let delete = p.drain(DrainShape::ClaimThenDelete).await?;
+    println!("    paired: one-statement bound {bound:.0}/s, claim-then-delete {delete:.0}/s");
+    Ok((bound, delete))
+}
+
 pub async fn run(ctx: &mut Ctx) -> Result<()> {
     let n = backlog(ctx.quick);
     let d = Settings::defaults();
-    let r = runs(ctx, d, None, "shipped defaults").await?;
+    let (r, bounds, deletes) = runs_paired(ctx, d).await?;
     let name = format!(
         "3a. drain {}k, shipped defaults, concurrency {}",
         n / 1000,
         d.concurrency
     );
     let median = report(ctx, &name, &r);
+    let rates: Vec<f64> = r.iter().map(|r| r.rate).collect();
+    for (shape, pairs, vs) in [
+        (
+            DrainShape::OneStatement,
+            &bounds,
+            "vs ack+claim in one statement",
+        ),
+        (
+            DrainShape::ClaimThenDelete,
+            &deletes,
+            "vs claim-then-delete",
+        ),
+    ] {
+        let row = format!("{name} ({vs})");
+        paired::row(&mut ctx.report, &row, &rates, pairs, &shape.label());
+    }
     if r.iter().all(|r| r.unfinished.is_none()) {
         ctx.sustain_base = Some((median, "median drain with shipped defaults (3a)".into()));
     }
