@@ -5,7 +5,7 @@ use std::{collections::HashMap, sync::Arc, time::Duration};
 use lq_core::{db, validate_name, AppState, Registry};
 use sqlx::{
     postgres::{PgConnectOptions, PgPoolOptions},
-    PgPool,
+    PgConnection, PgPool,
 };
 use tokio::sync::mpsc;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
@@ -207,8 +207,16 @@ impl RuntimeBuilder {
         preflight::validate(&self.config, &self.queues)?;
         let served: Vec<String> = self.queues.iter().map(|(q, _)| q.clone()).collect();
         let cron_jobs = scheduler::cron_jobs(&served, &runnable)?;
-        check_schema(&self.pool, self.config.db_timeout).await?;
-        preflight::check_privileges(&self.pool, self.config.db_timeout).await?;
+        // The checks share one of the application's connections: sqlx pings each
+        // connection it takes back, so a fresh acquire per check opened a new
+        // connection for each (about 3 ms apiece of `start()`).
+        let timeout = self.config.db_timeout;
+        let mut app_conn = db::timed("runtime_preflight", timeout, async {
+            (self.pool.acquire().await).map_err(db::err("runtime_preflight"))
+        })
+        .await?;
+        check_schema(&mut app_conn, timeout).await?;
+        preflight::check_privileges(&mut app_conn, timeout).await?;
         preflight::warn_unrunnable(&registry, &served);
 
         let (completions, completed_rx) = mpsc::channel(self.config.max_complete_batch.max(1) * 4);
@@ -221,7 +229,8 @@ impl RuntimeBuilder {
         let claim_conns = queues.min(preflight::MAX_CLAIM_CONNECTIONS);
         let size = self.config.pool_size.unwrap_or(claim_conns + 4).max(2);
         let needed = preflight::connections_needed(size, claim_conns);
-        preflight::check_connections(&self.pool, self.config.db_timeout, needed).await?;
+        preflight::check_connections(&mut app_conn, timeout, needed).await?;
+        drop(app_conn);
         // Every statement on the runtime's own connections resolves functions,
         // operators and types in pg_catalog only (guarantee 10).
         let options = self
@@ -230,7 +239,6 @@ impl RuntimeBuilder {
             .as_ref()
             .clone()
             .options([("search_path", db::SEARCH_PATH)]);
-        let timeout = self.config.db_timeout;
         let pool = runtime_pool(size, timeout, options.clone());
         let hot = options.options(db::HOT_PATH_SETTINGS);
         let overlap = preflight::overlap_connections(claim_conns);
@@ -297,11 +305,11 @@ fn runtime_pool(size: u32, timeout: Duration, options: PgConnectOptions) -> PgPo
 
 /// Fails unless the schema is at the version this build knows. A role refused
 /// the version table gets the privileges it lacks named instead of a raw error.
-async fn check_schema(pool: &PgPool, timeout: Duration) -> Result<(), Error> {
-    let found = match db::timed("schema_version", timeout, lq_core::schema_version(pool)).await {
+async fn check_schema(conn: &mut PgConnection, timeout: Duration) -> Result<(), Error> {
+    let found = match db::timed("schema_version", timeout, db::migration::version(conn)).await {
         Ok(found) => found,
         Err(e) if db::sqlstate(&e).as_deref() == Some(PERMISSION_DENIED) => {
-            preflight::check_privileges(pool, timeout).await?;
+            preflight::check_privileges(conn, timeout).await?;
             return Err(e.into());
         }
         Err(e) => return Err(e.into()),

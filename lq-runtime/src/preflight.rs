@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use lq_core::{db, Registry};
-use sqlx::PgPool;
+use sqlx::{Connection, PgConnection};
 use tracing::warn;
 
 use crate::{Error, RuntimeConfig};
@@ -74,10 +74,13 @@ pub(crate) fn validate(config: &RuntimeConfig, queues: &[(String, usize)]) -> Re
 
 /// Fails with [`Error::MissingPrivileges`], naming each one, when the runtime's
 /// role lacks a privilege the runtime uses.
-pub(crate) async fn check_privileges(pool: &PgPool, timeout: Duration) -> Result<(), Error> {
+pub(crate) async fn check_privileges(
+    conn: &mut PgConnection,
+    timeout: Duration,
+) -> Result<(), Error> {
     let (role, missing) = db::timed("runtime_privileges", timeout, async {
-        // On the application's pool: pinned like every litequeue statement.
-        let mut tx = pool.begin().await.map_err(db::err("runtime_privileges"))?;
+        // On the application's connection: pinned like every litequeue statement.
+        let mut tx = conn.begin().await.map_err(db::err("runtime_privileges"))?;
         db::pin_search_path(&mut tx).await?;
         db::maintenance::runtime_missing_privileges(&mut tx).await
     })
@@ -104,13 +107,13 @@ pub(crate) fn overlap_connections(claim_conns: u32) -> u32 {
 /// Fails with [`Error::NotEnoughConnections`] when the server could never give
 /// the runtime `needed` connections; warns when it cannot right now.
 pub(crate) async fn check_connections(
-    pool: &PgPool,
+    conn: &mut PgConnection,
     timeout: Duration,
     needed: u32,
 ) -> Result<(), Error> {
     let (limit, free) = db::timed("server_connection_room", timeout, async {
-        // On the application's pool: pinned like every litequeue statement.
-        let mut tx = pool
+        // On the application's connection: pinned like every litequeue statement.
+        let mut tx = conn
             .begin()
             .await
             .map_err(db::err("server_connection_room"))?;
