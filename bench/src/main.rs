@@ -15,9 +15,9 @@
 //! the scenarios and each ratio is also taken against that second measurement: the
 //! host's speed drifts within a run. The enqueue scenarios, and the drain with
 //! shipped defaults (against the one-statement bound and claim-then-delete, on a
-//! 2M backlog), also run the ceiling's own SQL file with pgbench right before each
-//! of their runs and report the ratio per pair (`paired`; off with `--no-paired`). `scripts/bench` is the one command
-//! that runs it all.
+//! 2M backlog), also run the ceiling's own SQL file with pgbench right before
+//! each of their runs and report the ratio per pair (`paired`; off with
+//! `--no-paired`). `scripts/bench` is the one command that runs it all.
 //!
 //! `lq-bench --runtime-child CONCURRENCY` is a hidden mode: one runtime process of
 //! the curves scenario, started by lq-bench itself (see `scenarios::curves::child`).
