@@ -3,27 +3,25 @@
 //!
 //! An enqueue on a `&PgPool` costs two round trips: its statement, then the ping
 //! sqlx sends on every connection going back to the pool. An enqueuer's
-//! connections never go back to a pool, so a call is one round trip; and while
-//! every connection has a statement in flight, the calls that arrive wait in one
-//! queue and go together in the next statement (one commit for all of them), the
-//! way PostgreSQL's group commit shares a disk flush. Each call still returns only
+//! connections never go back to a pool, so a call is one round trip, sent from
+//! the caller's own task when a connection is free; and while every connection
+//! has a statement in flight, the calls that arrive wait in one queue and go
+//! together in the next statement (one commit for all of them), the way
+//! PostgreSQL's group commit shares a disk flush. Each call still returns only
 //! after its own job is committed.
 
-use std::{
-    fmt,
-    sync::{
-        atomic::{AtomicUsize, Ordering},
-        Arc,
-    },
-};
+use std::{fmt, sync::Arc};
 
 use chrono::{DateTime, Utc};
-use sqlx::{postgres::PgConnectOptions, PgPool};
-use tokio::sync::{mpsc, oneshot, Mutex};
+use sqlx::PgPool;
+use tokio::sync::oneshot;
 
 use crate::{db::enqueue::NewJob, Enqueued, Error};
 
-mod worker;
+mod lines;
+mod serve;
+
+use lines::{Lines, Route};
 
 /// Connections an [`Enqueuer`] keeps when not told otherwise: one statement in
 /// flight while the calls arriving meanwhile gather for the next. More connections
@@ -32,9 +30,6 @@ mod worker;
 /// would leave every call waiting behind a slow statement (a unique key's lookup
 /// waiting for a lock, a large batch).
 pub const DEFAULT_ENQUEUER_CONNECTIONS: usize = 2;
-
-/// Calls that may wait for a connection before `enqueue` itself waits.
-const QUEUE_DEPTH: usize = 8_192;
 
 /// Enqueues that commit on their own (like `enqueue(&pool)`), on a few connections
 /// of the enqueuer's own: one round trip per call, and calls that arrive while
@@ -53,6 +48,9 @@ const QUEUE_DEPTH: usize = 8_192;
 ///   fails with [`Error::EnqueuerFailed`]: the jobs may or may not be written,
 ///   as with any statement whose answer was lost.
 /// - Jobs with a unique key, and `enqueue_many` batches, run alone.
+/// - A call that finds a connection free sends its statement from the caller's
+///   task; dropping the call's future then drops that connection (the next call
+///   opens another), as it would leave a pool's connection mid-statement.
 /// - Connections are opened from the pool's connect options when first needed
 ///   (not through the pool: its `after_connect` hooks do not run) and closed
 ///   after 30 s without calls. Dropping the last clone closes them.
@@ -72,22 +70,14 @@ pub struct Enqueuer {
 }
 
 struct Inner {
-    calls: mpsc::Sender<Call>,
-    /// Shared by the workers: whichever is free takes the next calls.
-    waiting: Arc<Mutex<mpsc::Receiver<Call>>>,
-    connections: usize,
-    /// Workers alive; a worker lost with its runtime is started again.
-    workers: Arc<AtomicUsize>,
-    opts: PgConnectOptions,
-    /// For the wake-up NOTIFY's fallback path (see `notify`).
-    pool: PgPool,
+    lines: Arc<Lines>,
 }
 
 impl fmt::Debug for Enqueuer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Enqueuer")
-            .field("connections", &self.inner.connections)
-            .field("workers", &self.inner.workers.load(Ordering::Relaxed))
+            .field("connections", &self.inner.lines.most())
+            .field("open", &self.inner.lines.open())
             .finish()
     }
 }
@@ -112,17 +102,11 @@ impl Enqueuer {
         let opts = pool.connect_options();
         let opts = match opts.get_application_name() {
             Some(_) => opts.as_ref().clone(),
-            None => opts.as_ref().clone().application_name(worker::APP_NAME),
+            None => opts.as_ref().clone().application_name(serve::APP_NAME),
         };
-        let (calls, waiting) = mpsc::channel(QUEUE_DEPTH);
         Self {
             inner: Arc::new(Inner {
-                calls,
-                waiting: Arc::new(Mutex::new(waiting)),
-                connections: connections.max(1),
-                workers: Arc::new(AtomicUsize::new(0)),
-                opts,
-                pool: pool.clone(),
+                lines: Lines::new(connections, opts, pool.clone()),
             }),
         }
     }
@@ -160,44 +144,15 @@ impl Enqueuer {
         }
     }
 
+    /// Runs `work` on a free line in this task, or queues it for the next line
+    /// given back (see `lines`).
     async fn call(&self, work: Work) -> Result<Done, Error> {
-        self.start_workers();
-        let (reply, answer) = oneshot::channel();
-        let stopped = || Error::EnqueuerFailed {
-            op: "enqueuer",
-            reason: "its connection task stopped before answering".into(),
-        };
-        self.inner
-            .calls
-            .send(Call { work, reply })
-            .await
-            .map_err(|_| stopped())?;
-        answer.await.map_err(|_| stopped())?
-    }
-
-    /// Starts workers up to the configured count, on the caller's runtime.
-    fn start_workers(&self) {
-        let inner = &self.inner;
-        let mut alive = inner.workers.load(Ordering::Acquire);
-        while alive < inner.connections {
-            match inner.workers.compare_exchange(
-                alive,
-                alive + 1,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => {
-                    let worker = worker::Worker::new(
-                        inner.waiting.clone(),
-                        inner.opts.clone(),
-                        inner.pool.clone(),
-                        inner.workers.clone(),
-                    );
-                    tokio::spawn(worker.run());
-                    alive += 1;
-                }
-                Err(now) => alive = now,
-            }
+        match self.inner.lines.route(work).await {
+            Route::Direct(mut line, work) => serve::alone(&mut line, &work).await,
+            Route::Queued(answer) => answer.await.map_err(|_| Error::EnqueuerFailed {
+                op: "enqueuer",
+                reason: "it stopped before answering (its runtime shut down)".into(),
+            })?,
         }
     }
 }
@@ -267,7 +222,7 @@ enum Done {
     Many(Vec<i64>),
 }
 
-/// A call waiting for a worker.
+/// A call waiting in the queue for a connection.
 struct Call {
     work: Work,
     reply: oneshot::Sender<Result<Done, Error>>,

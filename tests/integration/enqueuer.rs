@@ -95,16 +95,16 @@ async fn send_all(
 #[tokio::test]
 async fn a_shared_statement_answers_each_call_with_its_own_job() {
     let db = TestDb::new().await;
-    let enqueuer = Enqueuer::with_connections(&db.pool, 1);
-    let block = InsertBlock::hold(&db).await;
+    let (enqueuer, stalled) = Stalled::new(&db, Noop { n: 1_000 }, EnqueueOptions::new()).await;
     let jobs: Vec<Noop> = (0..50u64).map(|n| Noop { n }).collect();
-    let calls: Vec<Call> = jobs
-        .iter()
-        .map(|job| Box::pin(job.enqueue(&enqueuer)) as Call)
-        .collect();
-    let all = send_all(calls).await;
-    insert_is_blocked(&db).await;
-    block.release().await;
+    // Queued behind the stalled statement, so they go out together.
+    let all = send_all(
+        jobs.iter()
+            .map(|job| Box::pin(job.enqueue(&enqueuer)) as Call)
+            .collect(),
+    )
+    .await;
+    stalled.release().await;
     let done = all.await;
 
     for (n, result) in done.into_iter().enumerate() {
@@ -122,16 +122,18 @@ async fn a_shared_statement_answers_each_call_with_its_own_job() {
             e.id
         );
     }
-    // The first statement went out before the rest were queued or together with
-    // them; either way some statement carried several jobs (one transaction each).
     let (jobs, transactions): (i64, i64) = sqlx::query_as(
-        "select count(*), count(distinct xmin::text) from lq.jobs where kind = 'test.noop'",
+        "select count(*), count(distinct xmin::text) from lq.jobs
+          where kind = 'test.noop' and payload->>'n' <> '1000'",
     )
     .fetch_one(&db.pool)
     .await
     .unwrap();
-    assert_eq!(jobs, 50);
-    assert!(transactions < 50, "every job had its own statement");
+    assert_eq!(
+        (jobs, transactions),
+        (50, 1),
+        "the fifty share one statement"
+    );
 }
 
 #[tokio::test]
@@ -342,6 +344,61 @@ async fn a_broken_connection_fails_at_most_the_call_on_it_and_the_next_reconnect
         Ok(_) => assert_eq!(stored, vec![1, 2, 3]),
         Err(_) => assert_eq!(stored, vec![1, 3]),
     }
+}
+
+#[tokio::test]
+async fn a_call_abandoned_mid_statement_gives_its_connection_back() {
+    let db = TestDb::new().await;
+    let enqueuer = Enqueuer::with_connections(&db.pool, 1);
+    Noop { n: 1 }.enqueue(&enqueuer).await.unwrap();
+    // The only connection is free, so the next call sends its statement from its
+    // own task, and the statement waits for the lock.
+    let block = InsertBlock::hold(&db).await;
+    let on = enqueuer.clone();
+    let abandoned = tokio::spawn(async move { Noop { n: 2 }.enqueue(&on).await });
+    insert_is_blocked(&db).await;
+    abandoned.abort();
+    assert!(abandoned.await.unwrap_err().is_cancelled());
+    // The line is free again (its connection, which had a statement out, is
+    // replaced), so the next call does not wait for a line that is never given back.
+    let next = Noop { n: 3 }.enqueue(&enqueuer);
+    block.release().await;
+    let next = tokio::time::timeout(LIMIT, next).await.unwrap().unwrap();
+    let stored: i64 = sqlx::query_scalar("select (payload->>'n')::int8 from lq.jobs where id = $1")
+        .bind(next.id)
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(stored, 3);
+    // The abandoned insert was sent: like any statement whose answer was not
+    // waited for, it may have been written.
+    let ns: Vec<i64> = sqlx::query_scalar("select (payload->>'n')::int8 from lq.jobs order by id")
+        .fetch_all(&db.pool)
+        .await
+        .unwrap();
+    assert!(ns == [1, 3] || ns == [1, 2, 3], "{ns:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_enqueuer_outlives_the_runtime_that_opened_its_connection() {
+    let db = TestDb::new().await;
+    let enqueuer = Enqueuer::with_connections(&db.pool, 1);
+    let on = enqueuer.clone();
+    // A runtime of its own, gone once the call returns, with the I/O driver its
+    // connection's socket was registered with.
+    let first = std::thread::spawn(move || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(async move { Noop { n: 1 }.enqueue(&on).await })
+    })
+    .join()
+    .unwrap()
+    .unwrap();
+    let second = Noop { n: 2 }.enqueue(&enqueuer).await.unwrap();
+    assert_ne!(first.id, second.id);
+    assert_eq!(db.count("queued").await, 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
