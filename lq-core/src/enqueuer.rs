@@ -66,18 +66,14 @@ pub const DEFAULT_ENQUEUER_CONNECTIONS: usize = 2;
 /// ```
 #[derive(Clone)]
 pub struct Enqueuer {
-    inner: Arc<Inner>,
-}
-
-struct Inner {
     lines: Arc<Lines>,
 }
 
 impl fmt::Debug for Enqueuer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Enqueuer")
-            .field("connections", &self.inner.lines.most())
-            .field("open", &self.inner.lines.open())
+            .field("connections", &self.lines.most())
+            .field("open", &self.lines.open())
             .finish()
     }
 }
@@ -105,9 +101,7 @@ impl Enqueuer {
             None => opts.as_ref().clone().application_name(serve::APP_NAME),
         };
         Self {
-            inner: Arc::new(Inner {
-                lines: Lines::new(connections, opts, pool.clone()),
-            }),
+            lines: Lines::new(connections, opts, pool.clone()),
         }
     }
 
@@ -147,7 +141,7 @@ impl Enqueuer {
     /// Runs `work` on a free line in this task, or queues it for the next line
     /// given back (see `lines`).
     async fn call(&self, work: Work) -> Result<Done, Error> {
-        match self.inner.lines.route(work).await {
+        match self.lines.route(work).await {
             Route::Direct(mut line, work) => serve::alone(&mut line, &work).await,
             Route::Queued(answer) => answer.await.map_err(|_| Error::EnqueuerFailed {
                 op: "enqueuer",

@@ -49,9 +49,9 @@ pub(super) struct Lines {
     /// that takes it out of the queue gives the permit back.
     room: Semaphore,
     most: usize,
-    pub(super) opts: PgConnectOptions,
+    opts: PgConnectOptions,
     /// For the wake-up NOTIFY's fallback path (see `notify`).
-    pub(super) pool: PgPool,
+    pool: PgPool,
 }
 
 struct State {
