@@ -9,7 +9,7 @@
 //!
 //! ```toml
 //! [dependencies]
-//! lq-runtime = "0.1"
+//! lq-runtime = { path = "../litequeue/lq-runtime" }  # not on crates.io yet
 //! sqlx = { version = "0.8", default-features = false, features = ["runtime-tokio", "postgres"] }
 //! tokio = { version = "1", features = ["macros", "rt-multi-thread", "signal"] }
 //! serde = { version = "1", features = ["derive"] }
