@@ -41,9 +41,9 @@ pub enum Error {
         /// The most allowed.
         max: usize,
     },
-    /// The runtime's role lacks privileges it needs; the README's "Roles" section
-    /// has the GRANT recipe.
-    #[error("role {role:?} lacks privileges the runtime needs: {}; grant them as the README's Roles section shows", .missing.join(", "))]
+    /// The runtime's role lacks privileges it needs; `docs/roles.md` has the
+    /// GRANT recipe.
+    #[error("role {role:?} lacks privileges the runtime needs: {}; grant them as docs/roles.md shows (\"Worker\")", .missing.join(", "))]
     MissingPrivileges {
         /// The role the runtime connects as.
         role: String,
