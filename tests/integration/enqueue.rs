@@ -286,6 +286,53 @@ async fn bulk_enqueue_in_a_transaction_notifies_only_for_inserted_jobs_that_are_
     assert_eq!(note.payload(), "now");
 }
 
+#[tokio::test]
+async fn a_single_enqueue_in_a_transaction_notifies_at_commit_only_when_due_and_inserted() {
+    let db = TestDb::new().await;
+    let mut listener = jobs_listener(&db).await;
+    let opts = |queue: &str| EnqueueOptions::new().queue(queue);
+
+    // Delayed, NOTIFY off, rolled back, or a live key's duplicate: no NOTIFY.
+    let mut tx = db.pool.begin().await.unwrap();
+    let later = opts("later").delay(Duration::from_secs(3600));
+    Noop { n: 1 }.enqueue_with(&mut tx, later).await.unwrap();
+    let quiet = opts("quiet").notify(false).meta("tenant", "acme");
+    Noop { n: 2 }.enqueue_with(&mut tx, quiet).await.unwrap();
+    let quiet_key = opts("keyed").notify(false);
+    let first = UniqueOrder { order_id: 7 };
+    let held = first.enqueue_with(&mut tx, quiet_key).await.unwrap();
+    tx.commit().await.unwrap();
+    let mut tx = db.pool.begin().await.unwrap();
+    let dup = UniqueOrder { order_id: 7 }
+        .enqueue_with(&mut tx, opts("keyed"))
+        .await
+        .unwrap();
+    assert_eq!((dup.id, dup.existing), (held.id, true));
+    tx.commit().await.unwrap();
+    let mut tx = db.pool.begin().await.unwrap();
+    Noop { n: 3 }
+        .enqueue_with(&mut tx, opts("rolled"))
+        .await
+        .unwrap();
+    tx.rollback().await.unwrap();
+    assert_eq!(db.count("queued").await, 3);
+
+    // Due and inserted, with metadata: one NOTIFY at commit, and none before.
+    // Notifications arrive in commit order, so had anything above sent one, it
+    // would come first.
+    let mut tx = db.pool.begin().await.unwrap();
+    let now = opts("now").meta("tenant", "acme");
+    let job = Noop { n: 4 }.enqueue_with(&mut tx, now).await.unwrap();
+    assert!(!job.existing);
+    tx.commit().await.unwrap();
+    let note = tokio::time::timeout(Duration::from_secs(5), listener.recv())
+        .await
+        .expect("a NOTIFY for the due job")
+        .unwrap();
+    assert_eq!(note.payload(), "now");
+    assert_eq!(db.count("queued").await, 4);
+}
+
 /// The notifier's backends on the current database.
 const NOTIFIER_BACKENDS: &str =
     "from pg_stat_activity where datname = current_database() and application_name = 'lq-notifier'";

@@ -1058,16 +1058,16 @@ async fn least_privilege_migrator_producer_and_worker_run_every_job() {
     // The worker may call migrate() at start-up: the schema is current.
     lq_runtime::migrate(&worker_pool).await.unwrap();
 
-    // Each of the producer's privileges is needed by an enqueue of a unique job.
+    // Each of the producer's privileges is needed by an enqueue of a unique job
+    // inside a transaction (the statement that also decides the NOTIFY).
     for privilege in PRODUCER_PRIVILEGES {
         sqlx::raw_sql(&format!("revoke {privilege} on lq.jobs from {producer}"))
             .execute(&migrator_pool)
             .await
             .unwrap();
-        let err = LeastUnique { n: 999 }
-            .enqueue(&producer_pool)
-            .await
-            .unwrap_err();
+        let mut tx = producer_pool.begin().await.unwrap();
+        let err = LeastUnique { n: 999 }.enqueue(&mut tx).await.unwrap_err();
+        tx.rollback().await.unwrap();
         assert!(
             err.to_string().contains("permission denied")
                 || lq_runtime::chain(&err).contains("permission denied"),

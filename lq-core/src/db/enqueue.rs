@@ -28,7 +28,12 @@ pub struct NewJob<'a> {
 }
 
 /// Inserts one job; `None` when a live job already holds `unique_key`.
-/// Sends the queue's wake-up NOTIFY (delivered at commit) when the job is ready now.
+/// With `job.notify`, the statement also sends the queue's wake-up NOTIFY
+/// (delivered at commit) when the job is due now by the database's clock; the
+/// in-transaction enqueue wants that. Without it, the statement is a plain
+/// insert: autocommit enqueues wake workers after their commit instead
+/// (the crate's `notify` module), and the wrapper cost a one-client enqueue about 4 %
+/// (bench/FINDINGS.md, "Stop 37").
 pub async fn job_insert(
     conn: &mut PgConnection,
     job: &NewJob<'_>,
@@ -36,7 +41,15 @@ pub async fn job_insert(
     unique_key: Option<&str>,
 ) -> Result<Option<i64>, Error> {
     // Without a unique key the conflict check is pure overhead.
-    let sql = INSERT_ONE[usize::from(unique_key.is_some())][usize::from(job.meta.is_some())];
+    let (unique, meta) = (
+        usize::from(unique_key.is_some()),
+        usize::from(job.meta.is_some()),
+    );
+    let sql = if job.notify {
+        INSERT_ONE_NOTIFYING[unique][meta]
+    } else {
+        INSERT_ONE[unique][meta]
+    };
     let query = sqlx::query_scalar(sql)
         .bind(job.kind)
         .bind(job.queue)
@@ -45,8 +58,7 @@ pub async fn job_insert(
         .bind(job.run_at)
         .bind(job.delay_secs)
         .bind(job.max_attempts)
-        .bind(unique_key)
-        .bind(job.notify);
+        .bind(unique_key);
     let query = match job.meta {
         Some(meta) => query.bind(meta),
         None => query,
@@ -236,38 +248,73 @@ const QUEUES_NOTIFY: &str = "select pg_catalog.pg_notify('lq_jobs', q)
      from (select pg_catalog.set_config('synchronous_commit', 'off', true)) as async_commit,
           pg_catalog.unnest($1::pg_catalog.text[]) as q";
 
-/// The single insert: `$1`–`$9` as bound by [`job_insert`], `$10` the metadata
-/// in the `meta` variants (the column is named only then; see [`insert_many`]).
-macro_rules! insert_one {
+/// The single insert's row: `$1`–`$8` as bound by [`job_insert`], then `$meta`
+/// for the metadata in the `meta` variants (the column is named only then; see
+/// [`insert_many`]), then the conflict clause of the unique variants.
+macro_rules! insert_one_row {
     ($cols:literal, $vals:literal, $conflict:expr) => {
         concat!(
-            "with ins as (
-         insert into lq.jobs (kind, queue, priority, payload, run_at, max_attempts, unique_key",
+            "insert into lq.jobs (kind, queue, priority, payload, run_at, max_attempts, unique_key",
             $cols,
             ")
          values ($1, $2, $3, $4::pg_catalog.jsonb,
              coalesce($5, pg_catalog.now() operator(pg_catalog.+) pg_catalog.make_interval(secs => $6)), $7, $8",
             $vals,
             ")",
-            $conflict,
-            "
-         returning id, run_at operator(pg_catalog.<=) pg_catalog.now() as ready
-     )
-     select id from ins
-     where case when ready and $9 then (select true from pg_catalog.pg_notify('lq_jobs', $2)) else true end"
+            $conflict
         )
     };
 }
 
-/// `[unique][meta]`.
+/// The single insert that sends no NOTIFY: the row, returning its id.
+macro_rules! insert_one {
+    ($cols:literal, $vals:literal, $conflict:expr) => {
+        concat!(
+            insert_one_row!($cols, $vals, $conflict),
+            "
+         returning id"
+        )
+    };
+}
+
+/// The single insert that NOTIFYs the queue when the row is due now by the
+/// database's clock.
+macro_rules! insert_one_notifying {
+    ($cols:literal, $vals:literal, $conflict:expr) => {
+        concat!(
+            "with ins as (
+         ",
+            insert_one_row!($cols, $vals, $conflict),
+            "
+         returning id, run_at operator(pg_catalog.<=) pg_catalog.now() as ready
+     )
+     select id from ins
+     where case when ready then (select true from pg_catalog.pg_notify('lq_jobs', $2)) else true end"
+        )
+    };
+}
+
+/// `[unique][meta]`, without NOTIFY.
 const INSERT_ONE: [[&str; 2]; 2] = [
     [
         insert_one!("", "", ""),
-        insert_one!(", meta", ", $10::pg_catalog.jsonb", ""),
+        insert_one!(", meta", ", $9::pg_catalog.jsonb", ""),
     ],
     [
         insert_one!("", "", on_conflict!()),
-        insert_one!(", meta", ", $10::pg_catalog.jsonb", on_conflict!()),
+        insert_one!(", meta", ", $9::pg_catalog.jsonb", on_conflict!()),
+    ],
+];
+
+/// `[unique][meta]`, with the wake-up NOTIFY.
+const INSERT_ONE_NOTIFYING: [[&str; 2]; 2] = [
+    [
+        insert_one_notifying!("", "", ""),
+        insert_one_notifying!(", meta", ", $9::pg_catalog.jsonb", ""),
+    ],
+    [
+        insert_one_notifying!("", "", on_conflict!()),
+        insert_one_notifying!(", meta", ", $9::pg_catalog.jsonb", on_conflict!()),
     ],
 ];
 
