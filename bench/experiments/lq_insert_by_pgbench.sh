@@ -4,9 +4,12 @@
 # enqueue, with no Rust client and no litequeue code in the way. pgbench, one
 # client, prepared, no TLS (as the benchmark's paired runs), alternating runs of
 #   ceiling   enqueue_1.sql into the ceiling's own `jobs` table
-#   shipped   `db::enqueue::INSERT_ONE` (no unique key, no metadata, NOTIFY off),
-#             its parameters written in
-#   plain     a plain one-row insert of the same values into lq.jobs (no CTE)
+#   shipped   the single insert as shipped up to 26bc6b5 (a CTE that returns
+#             whether the row is due; no unique key, no metadata, NOTIFY off),
+#             its parameters written in; the in-transaction enqueue still sends
+#             this shape (`INSERT_ONE_NOTIFYING`)
+#   plain     a plain one-row insert of the same values into lq.jobs (no CTE):
+#             the shape autocommit enqueues send since 4d7ccc9 (`INSERT_ONE`)
 #   ff100     the plain insert into a copy of lq.jobs with fillfactor 100
 #   nocheck   the plain insert into a copy of lq.jobs without its check
 #             constraint (jobs_lease_iff_running), fillfactor 40 as shipped
