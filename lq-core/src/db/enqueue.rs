@@ -248,8 +248,8 @@ const QUEUES_NOTIFY: &str = "select pg_catalog.pg_notify('lq_jobs', q)
      from (select pg_catalog.set_config('synchronous_commit', 'off', true)) as async_commit,
           pg_catalog.unnest($1::pg_catalog.text[]) as q";
 
-/// The single insert's row: `$1`–`$8` as bound by [`job_insert`], then `$meta`
-/// for the metadata in the `meta` variants (the column is named only then; see
+/// The single insert's row: `$1`–`$8` as bound by [`job_insert`], `$9` the
+/// metadata in the `meta` variants (the column is named only then; see
 /// [`insert_many`]), then the conflict clause of the unique variants.
 macro_rules! insert_one_row {
     ($cols:literal, $vals:literal, $conflict:expr) => {
