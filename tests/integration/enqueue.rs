@@ -220,14 +220,22 @@ async fn jobs_listener(db: &TestDb) -> sqlx::postgres::PgListener {
     listener
 }
 
+/// The payload of the next NOTIFY on `listener`; panics with `what` if none
+/// arrives within 5 s.
+async fn next_note(listener: &mut sqlx::postgres::PgListener, what: &str) -> String {
+    tokio::time::timeout(Duration::from_secs(5), listener.recv())
+        .await
+        .unwrap_or_else(|_| panic!("no NOTIFY: {what}"))
+        .unwrap()
+        .payload()
+        .to_owned()
+}
+
 /// Enqueues job `n` on the pool, then waits for the NOTIFY that must follow it.
 async fn enqueue_then_notify(db: &TestDb, listener: &mut sqlx::postgres::PgListener, n: u64) {
     Noop { n }.enqueue(&db.pool).await.unwrap();
-    let note = tokio::time::timeout(Duration::from_secs(5), listener.recv())
-        .await
-        .unwrap_or_else(|_| panic!("no NOTIFY followed enqueue {n}"))
-        .unwrap();
-    assert_eq!(note.payload(), "default");
+    let note = next_note(listener, &format!("after enqueue {n}")).await;
+    assert_eq!(note, "default");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -279,11 +287,8 @@ async fn bulk_enqueue_in_a_transaction_notifies_only_for_inserted_jobs_that_are_
     let now = (0..100).map(|n| Noop { n });
     Noop::enqueue_many(&mut tx, now, opts("now")).await.unwrap();
     tx.commit().await.unwrap();
-    let note = tokio::time::timeout(Duration::from_secs(5), listener.recv())
-        .await
-        .expect("a NOTIFY for the due batch")
-        .unwrap();
-    assert_eq!(note.payload(), "now");
+    let note = next_note(&mut listener, "for the due batch").await;
+    assert_eq!(note, "now");
 }
 
 #[tokio::test]
@@ -325,11 +330,8 @@ async fn a_single_enqueue_in_a_transaction_notifies_at_commit_only_when_due_and_
     let job = Noop { n: 4 }.enqueue_with(&mut tx, now).await.unwrap();
     assert!(!job.existing);
     tx.commit().await.unwrap();
-    let note = tokio::time::timeout(Duration::from_secs(5), listener.recv())
-        .await
-        .expect("a NOTIFY for the due job")
-        .unwrap();
-    assert_eq!(note.payload(), "now");
+    let note = next_note(&mut listener, "for the due job").await;
+    assert_eq!(note, "now");
     assert_eq!(db.count("queued").await, 4);
 }
 
