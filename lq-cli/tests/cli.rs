@@ -218,6 +218,15 @@ async fn bad_input_exits_2_with_a_reason_and_changes_nothing() {
         ),
         (vec!["queues", "pause", "has space"], "invalid queue name"),
         (vec!["jobs", "show", "999999"], "999999"),
+        (vec!["jobs", "list", "--limit=-1"], "limit -1 is negative"),
+        (
+            vec!["jobs", "delete", "--payload", r#"{"a":"\u0000"}"#, "--yes"],
+            "the payload filter holds a NUL character",
+        ),
+        (
+            vec!["jobs", "retry", "--older-than", "5000y", "--yes"],
+            "older_than is over 1,000 years",
+        ),
     ] {
         let (code, _, err) = lq(&db, &args);
         assert_eq!(code, 2, "{args:?}: {err}");
@@ -330,4 +339,118 @@ async fn serve_refuses_to_listen_beyond_loopback_without_auth() {
     let (code, _, stderr) = lq(&db, &["serve", "--basic", "nopassword"]);
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("user:password"), "{stderr}");
+}
+
+/// `lq … --yes`-less bulk action answered at its prompt on a terminal: `lq` runs
+/// under `script` (util-linux), which gives it a pseudo-terminal for stdin.
+/// Returns `lq`'s exit code once the answer is in and, before answering, calls
+/// `meanwhile` (which runs after the prompt has been printed).
+async fn answer_prompt<F: std::future::Future<Output = ()>>(
+    db: &TestDb,
+    args: &str,
+    answer: &str,
+    meanwhile: F,
+) -> i32 {
+    use std::io::{Read, Write};
+    let command = format!("'{}' --format json {args}", env!("CARGO_BIN_EXE_lq"));
+    let mut child = Command::new("script")
+        .args(["-qfec", &command, "/dev/null"])
+        .env("DATABASE_URL", &db.url)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("run lq under script (util-linux)");
+    let mut stdout = child.stdout.take().unwrap();
+    // Blocks until the prompt is out (or lq exits without one, which fails below).
+    let shown = tokio::task::spawn_blocking(move || {
+        let (mut seen, mut chunk) = (Vec::new(), [0u8; 512]);
+        loop {
+            let n = stdout.read(&mut chunk).unwrap();
+            seen.extend_from_slice(&chunk[..n]);
+            let text = String::from_utf8_lossy(&seen).into_owned();
+            if n == 0 || text.contains("[y/N]") {
+                return (text, stdout);
+            }
+        }
+    })
+    .await
+    .unwrap();
+    let (text, mut stdout) = shown;
+    assert!(text.contains("[y/N]"), "no prompt: {text}");
+    meanwhile.await;
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(format!("{answer}\n").as_bytes()).unwrap();
+    drop(stdin);
+    let mut rest = String::new();
+    stdout.read_to_string(&mut rest).unwrap();
+    let status = child.wait().unwrap();
+    status
+        .code()
+        .unwrap_or_else(|| panic!("lq did not exit: {rest}"))
+}
+
+#[tokio::test]
+async fn a_confirmed_bulk_action_acts_on_the_jobs_counted_not_on_jobs_enqueued_since() {
+    let db = TestDb::new().await;
+    let counted = insert(&db, "cli.ping", "pin-q", 3).await;
+    let mut later = Vec::new();
+    let code = answer_prompt(
+        &db,
+        "jobs delete --queue pin-q --state queued",
+        "y",
+        async {
+            // Enqueued while the operator reads "delete 3 jobs?".
+            later = insert(&db, "cli.ping", "pin-q", 5).await;
+        },
+    )
+    .await;
+    assert_eq!(code, 0);
+    for id in counted {
+        assert!(control::get(&db.pool, id).await.is_err(), "job {id} left");
+    }
+    for id in later {
+        let job = control::get(&db.pool, id).await.unwrap();
+        assert_eq!(job.state, JobState::Queued, "job {id}");
+    }
+
+    // `--limit` still caps the count, newest first.
+    insert(&db, "cli.ping", "pin-q", 2).await;
+    let (code, json, _) = lq(
+        &db,
+        &[
+            "jobs", "cancel", "--queue", "pin-q", "--limit", "4", "--yes",
+        ],
+    );
+    assert_eq!((code, json["done"].as_array().unwrap().len()), (0, 4));
+    assert_eq!(db.count("queued").await, 3);
+}
+
+#[tokio::test]
+async fn a_role_without_the_grant_gets_the_servers_reason_and_where_to_read_the_grants() {
+    let db = TestDb::new().await;
+    insert(&db, "cli.ping", "ro-q", 2).await;
+    let role = format!("lq_cli_ro_{:08x}", fastrand::u32(..));
+    sqlx::raw_sql(&format!(
+        "create role {role} login password 'ro';
+         grant usage on schema lq to {role};
+         grant select on lq.jobs, lq.finished_jobs, lq.all_jobs to {role};"
+    ))
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    let (scheme, rest) = db.url.split_once("://").unwrap();
+    let host_and_db = rest.rsplit_once('@').map_or(rest, |(_, r)| r);
+    let url = format!("{scheme}://{role}:ro@{host_and_db}");
+    let out = Command::new(env!("CARGO_BIN_EXE_lq"))
+        .args(["jobs", "delete", "--all", "--yes"])
+        .env("DATABASE_URL", &url)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("permission denied for table"), "{stderr}");
+    assert!(stderr.contains("docs/roles.md"), "{stderr}");
+    assert_eq!(db.count("queued").await, 2);
+    drop(db);
+    lq_tests::run_as_admin_from_drop(vec![format!("drop role if exists {role}")]);
 }

@@ -70,8 +70,15 @@ pub async fn get(pool: &PgPool, id: i64) -> Result<JobRow, Error> {
 }
 
 /// Up to `limit` jobs matching `filter`, newest (highest id) first. For the
-/// next page, pass the last id to [`JobFilter::before_id`].
+/// next page, pass the last id to [`JobFilter::before_id`]. A filter the
+/// database could not take, or a negative limit, is [`Error::InvalidFilter`].
 pub async fn list(pool: &PgPool, filter: &JobFilter, limit: i64) -> Result<Vec<JobRow>, Error> {
+    filter.validate()?;
+    if limit < 0 {
+        return Err(Error::InvalidFilter {
+            reason: format!("limit {limit} is negative"),
+        });
+    }
     let filter = filter.clone();
     pinned(pool, "job_list", |conn| {
         Box::pin(async move { db::control::job_list(conn, &filter, limit).await })
@@ -93,6 +100,7 @@ pub async fn list(pool: &PgPool, filter: &JobFilter, limit: i64) -> Result<Vec<J
 /// # Ok(()) }
 /// ```
 pub async fn count(pool: &PgPool, filter: &JobFilter) -> Result<Vec<JobCount>, Error> {
+    filter.validate()?;
     let filter = filter.clone();
     let rows = pinned(pool, "job_count", |conn| {
         Box::pin(async move { db::control::job_count(conn, &filter).await })

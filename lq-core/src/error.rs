@@ -142,6 +142,13 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// A control call's filter or limit that the database could not take: an
+    /// age beyond the calendar, a NUL in a JSON filter, a negative limit.
+    #[error("invalid job filter: {reason}")]
+    InvalidFilter {
+        /// What is wrong, naming the field.
+        reason: String,
+    },
     /// No job has this id.
     #[error("job {id} does not exist")]
     NotFound {

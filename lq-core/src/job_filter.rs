@@ -2,7 +2,11 @@
 
 use std::time::Duration;
 
-use crate::JobState;
+use crate::{Error, JobState};
+
+/// The oldest age a filter takes: PostgreSQL's timestamps end about 4,700
+/// years before now, so a longer age would fail in the database instead.
+pub(crate) const MAX_FILTER_AGE: Duration = Duration::from_secs(1_000 * 366 * 86_400);
 
 /// Which jobs a control call lists, counts or acts on. Every condition set must
 /// hold; an empty filter matches every job, live and finished.
@@ -142,6 +146,46 @@ impl JobFilter {
         self
     }
 
+    /// Checks what the database would refuse, so a bad filter from an operator
+    /// (a CLI flag, a dashboard query) is a typed [`Error::InvalidFilter`]
+    /// naming the field, not a database error. Every control call that takes a
+    /// filter checks it first.
+    ///
+    /// ```
+    /// use lq_core::JobFilter;
+    /// let f = JobFilter::new().payload_contains(serde_json::json!({"name": "a\u{0}b"}));
+    /// assert!(f.validate().is_err());
+    /// assert!(JobFilter::new().older_than(std::time::Duration::from_secs(60)).validate().is_ok());
+    /// ```
+    pub fn validate(&self) -> Result<(), Error> {
+        let ages = [
+            ("older_than", self.older_than),
+            ("newer_than", self.newer_than),
+            ("finished_within", self.finished_within),
+        ];
+        for (field, age) in ages {
+            if age.is_some_and(|a| a > MAX_FILTER_AGE) {
+                return Err(Error::InvalidFilter {
+                    reason: format!("{field} is over 1,000 years"),
+                });
+            }
+        }
+        let json = [
+            ("payload", &self.payload_contains),
+            ("metadata", &self.meta_contains),
+        ];
+        for (field, value) in json {
+            if value.as_ref().is_some_and(has_nul) {
+                return Err(Error::InvalidFilter {
+                    reason: format!(
+                        "the {field} filter holds a NUL character (\\u0000), which no stored job can hold"
+                    ),
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// Which tables can hold a match: a filter on live states only never reads
     /// the history, one on final states only never reads the queue table.
     pub(crate) fn source(&self) -> &'static str {
@@ -155,9 +199,41 @@ impl JobFilter {
     }
 }
 
+/// Whether a NUL is in any string of `value`, keys included: PostgreSQL's
+/// `jsonb` cannot hold one, so it refuses such a filter outright.
+fn has_nul(value: &serde_json::Value) -> bool {
+    match value {
+        serde_json::Value::String(s) => s.contains('\0'),
+        serde_json::Value::Array(items) => items.iter().any(has_nul),
+        serde_json::Value::Object(map) => map.iter().any(|(k, v)| k.contains('\0') || has_nul(v)),
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_nul_anywhere_in_a_json_filter_and_an_age_past_the_calendar_are_refused() {
+        use serde_json::json;
+        let bad = [
+            JobFilter::new().payload_contains(json!({"a": ["x", "y\u{0}"]})),
+            JobFilter::new().meta_contains(json!({"k\u{0}": 1})),
+            JobFilter::new().older_than(MAX_FILTER_AGE + Duration::from_secs(1)),
+            JobFilter::new().finished_within(Duration::MAX),
+        ];
+        for f in bad {
+            assert!(
+                matches!(f.validate(), Err(Error::InvalidFilter { .. })),
+                "{f:?}"
+            );
+        }
+        let fine = JobFilter::new()
+            .payload_contains(json!({"a": "\\u0000 as text"}))
+            .newer_than(MAX_FILTER_AGE);
+        fine.validate().unwrap();
+    }
 
     #[test]
     fn states_choose_the_tables_read() {

@@ -81,7 +81,7 @@ impl From<lq_core::Error> for PageError {
         let status = match &e {
             E::NotFound { .. } => StatusCode::NOT_FOUND,
             E::WrongState { .. } | E::UniqueKeyHeld { .. } => StatusCode::CONFLICT,
-            E::InvalidName { .. } => StatusCode::BAD_REQUEST,
+            E::InvalidName { .. } | E::InvalidFilter { .. } => StatusCode::BAD_REQUEST,
             E::Timeout { .. } => StatusCode::SERVICE_UNAVAILABLE,
             E::Database { source, .. } if unreachable(source) => StatusCode::SERVICE_UNAVAILABLE,
             E::Database { source, .. } if lacks_grant(source) || read_only(source) => {

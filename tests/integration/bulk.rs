@@ -152,3 +152,27 @@ async fn cancel_and_delete_by_filter_honour_the_limit_and_refuse_what_they_canno
         .unwrap();
     assert_eq!((empty.matched, empty.done.len()), (0, 0));
 }
+
+#[tokio::test]
+async fn a_delete_by_state_leaves_a_job_that_changed_state_after_it_was_chosen() {
+    let db = TestDb::new().await;
+    let ids = enqueue_noops(&db, 3, "default").await;
+    for id in &ids {
+        db.finish(*id, "dead", 60.0).await;
+    }
+    // All three chosen as dead (the ids a filter on `dead` returns); one is
+    // retried before the delete statement runs.
+    control::retry_now(&db.pool, ids[0]).await.unwrap();
+    let mut conn = db.pool.acquire().await.unwrap();
+    let seen = lq_core::db::bulk::jobs_delete_many(&mut conn, &ids, &[JobState::Dead])
+        .await
+        .unwrap();
+    let deleted: Vec<i64> = seen.iter().filter(|s| s.2).map(|s| s.0).collect();
+    assert_eq!(deleted, ids[1..]);
+    assert_eq!(state_of(&db, ids[0]).await, JobState::Queued);
+    // Without states (a filter on ids or kinds only) a queued job is deleted.
+    let seen = lq_core::db::bulk::jobs_delete_many(&mut conn, &ids[..1], &[])
+        .await
+        .unwrap();
+    assert_eq!(seen, [(ids[0], JobState::Queued, true)]);
+}

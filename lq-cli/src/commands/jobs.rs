@@ -198,7 +198,7 @@ async fn bulk(pool: &PgPool, out: &Out, a: BulkArgs, verb: &str) -> Result<Outco
             )
             .into());
         }
-        vec![a.filter.to_filter()]
+        vec![pinned_to_newest(pool, a.filter.to_filter()).await?]
     } else {
         a.ids
             .iter()
@@ -239,12 +239,15 @@ async fn bulk(pool: &PgPool, out: &Out, a: BulkArgs, verb: &str) -> Result<Outco
     if !a.yes && !confirm(&format!("{verb} {matched} jobs?"))? {
         return Err("not confirmed; nothing changed".into());
     }
+    // At most the number counted (and confirmed): jobs that came to match since
+    // are left alone, as on the dashboard.
     let mut total = BulkReport::default();
     for f in &filters {
-        let left = a.limit.map(|l| l.saturating_sub(total.matched));
-        if left == Some(0) {
+        let left = matched.saturating_sub(total.matched);
+        if left == 0 {
             break;
         }
+        let left = Some(left);
         let r = match verb {
             "retry" => control::retry_matching(pool, f, left).await?,
             "cancel" => control::cancel_matching(pool, f, left).await?,
@@ -278,6 +281,15 @@ async fn bulk(pool: &PgPool, out: &Out, a: BulkArgs, verb: &str) -> Result<Outco
 }
 
 /// Asks on the terminal; refuses when there is none (pass `--yes` in scripts).
+/// `filter` narrowed to the jobs it matches now: ids up to the newest match, so
+/// a job enqueued after the count (and the confirmation) is never acted on.
+async fn pinned_to_newest(pool: &PgPool, mut filter: JobFilter) -> Result<JobFilter, Failure> {
+    if let Some(newest) = control::list(pool, &filter, 1).await?.first() {
+        filter.max_id = Some(filter.max_id.map_or(newest.id, |m| m.min(newest.id)));
+    }
+    Ok(filter)
+}
+
 fn confirm(question: &str) -> Result<bool, Failure> {
     if !std::io::stdin().is_terminal() {
         return Err(format!("{question} — no terminal to ask on: pass --yes to go ahead").into());

@@ -70,7 +70,9 @@ pub async fn cancel_matching(
 
 /// Deletes for good every queued or finished job matching `filter` (at most
 /// `limit`); a running job is refused with [`Error::WrongState`] (cancel it
-/// first). A deleted queued job never runs, and its unique key is free again.
+/// first), and so is a job that left the filter's states between being chosen
+/// and being deleted (a dead job retried meanwhile is not deleted as queued).
+/// A deleted queued job never runs, and its unique key is free again.
 pub async fn delete_matching(
     pool: &PgPool,
     filter: &JobFilter,
@@ -85,6 +87,7 @@ async fn run(
     limit: Option<u64>,
     action: Action,
 ) -> Result<BulkReport, Error> {
+    filter.validate()?;
     let mut report = BulkReport::default();
     let mut cursor = filter.clone();
     loop {
@@ -100,7 +103,7 @@ async fn run(
         .await?;
         let Some(&lowest) = ids.last() else { break };
         report.matched += ids.len() as u64;
-        act(pool, &ids, action, &mut report).await?;
+        act(pool, &ids, &filter.states, action, &mut report).await?;
         cursor = cursor.before_id(lowest);
         if (ids.len() as i64) < take {
             break;
@@ -114,10 +117,12 @@ async fn run(
 async fn act(
     pool: &PgPool,
     ids: &[i64],
+    states: &[JobState],
     action: Action,
     report: &mut BulkReport,
 ) -> Result<(), Error> {
     let batch = ids.to_vec();
+    let states = states.to_vec();
     let seen: Vec<(i64, JobState, bool)> = match action {
         Action::Retry => {
             pinned(pool, "jobs_retry_many", |conn| {
@@ -127,7 +132,7 @@ async fn act(
         }
         Action::Delete => {
             pinned(pool, "jobs_delete_many", |conn| {
-                Box::pin(async move { db::bulk::jobs_delete_many(conn, &batch).await })
+                Box::pin(async move { db::bulk::jobs_delete_many(conn, &batch, &states).await })
             })
             .await?
         }

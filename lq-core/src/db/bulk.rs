@@ -97,17 +97,26 @@ pub async fn jobs_cancel_many(
 }
 
 /// Deletes the queued and finished jobs among `ids` for good (a running job is
-/// left: cancel it first). Returns `(id, state before, deleted)` of every job found.
+/// left: cancel it first), and among them only those still in one of `states`
+/// when it is not empty: a job retried or finished since a filter on its state
+/// chose it is left, not deleted in its new state. Returns `(id, state before,
+/// deleted)` of every job deleted or running.
 pub async fn jobs_delete_many(
     conn: &mut PgConnection,
     ids: &[i64],
+    states: &[JobState],
 ) -> Result<Vec<(i64, JobState, bool)>, Error> {
+    let states: Vec<&str> = states.iter().map(|s| s.as_str()).collect();
     sqlx::query_as(
         "with live as (
-             delete from lq.jobs where id = any($1) and state = 'queued' returning id, state::lq.job_state as state
+             delete from lq.jobs where id = any($1) and state = 'queued'
+                 and (cardinality($2::text[]) = 0 or 'queued' = any($2))
+             returning id, state::lq.job_state as state
          ),
          finished as (
-             delete from lq.finished_jobs where id = any($1) returning id, state
+             delete from lq.finished_jobs where id = any($1)
+                 and (cardinality($2::text[]) = 0 or state::text = any($2))
+             returning id, state
          ),
          running as (
              select id, state::lq.job_state as state from lq.jobs where id = any($1) and state = 'running'
@@ -118,6 +127,7 @@ pub async fn jobs_delete_many(
          order by 1",
     )
     .bind(ids)
+    .bind(states)
     .fetch_all(&mut *conn)
     .await
     .map_err(err("jobs_delete_many"))

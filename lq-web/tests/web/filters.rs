@@ -145,6 +145,12 @@ async fn bad_filter_values_are_400_pages_that_say_what_is_wrong() {
         ("meta=%5B1%2C", "meta must be JSON"),
         ("state=deadd", "unknown state &quot;deadd&quot;"),
         ("before=x", "before must be a job id"),
+        // Well-formed, but past what the database takes (typed, not a 500).
+        ("older_than=10000y", "older_than is over 1,000 years"),
+        (
+            "payload=%7B%22a%22%3A%22%5Cu0000%22%7D",
+            "the payload filter holds a NUL character",
+        ),
     ] {
         get(&app, &format!("/jobs?{query}"))
             .await
