@@ -37,6 +37,7 @@ use sqlx::PgPool;
 mod commands;
 mod filter_args;
 mod output;
+mod prompt;
 
 pub use output::Format;
 
@@ -125,7 +126,7 @@ pub async fn run_on(pool: &PgPool, format: Format, command: Command) -> ExitCode
         Ok(Outcome::Clean) => ExitCode::SUCCESS,
         Ok(Outcome::Findings) => ExitCode::from(1),
         Err(e) => {
-            eprintln!("lq: {}", describe(&*e));
+            eprintln!("lq: {}", output::printable(&describe(&*e)));
             ExitCode::from(2)
         }
     }

@@ -34,7 +34,7 @@ impl Out {
             Format::Json => println!("{json:#}"),
             Format::Table => {
                 for line in table().to_string().lines() {
-                    println!("{}", line.trim_end());
+                    println!("{}", printable(line.trim_end()));
                 }
             }
         }
@@ -59,6 +59,27 @@ pub(crate) fn human(d: Duration) -> String {
     humantime::format_duration(rounded).to_string()
 }
 
+/// `text` safe to write to a terminal: every control character but newline and
+/// tab written as its escape (`\u{1b}`). Job errors, unique keys, worker names
+/// and pause notes come from applications and their upstreams; raw, an escape
+/// sequence in one could rewrite the operator's screen or clipboard.
+pub(crate) fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    let unsafe_char = |c: char| c.is_control() && c != '\n' && c != '\t';
+    if !text.chars().any(unsafe_char) {
+        return text.into();
+    }
+    text.chars()
+        .map(|c| {
+            if unsafe_char(c) {
+                c.escape_unicode().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect::<String>()
+        .into()
+}
+
 /// `text` cut to `max` characters with an ellipsis.
 pub(crate) fn cut(text: &str, max: usize) -> String {
     let one_line = text.replace('\n', " ");
@@ -79,6 +100,18 @@ mod tests {
         assert_eq!(human(Duration::from_millis(850)), "850ms");
         assert_eq!(human(Duration::from_secs(200)), "3m 20s");
         assert_eq!(human(Duration::from_secs(7530)), "2h 5m");
+    }
+
+    #[test]
+    fn control_characters_are_shown_escaped_and_plain_text_is_untouched() {
+        assert_eq!(
+            printable("boom \u{1b}]52;c;aGk=\u{7}\u{9b}2J"),
+            "boom \\u{1b}]52;c;aGk=\\u{7}\\u{9b}2J"
+        );
+        assert!(matches!(
+            printable("näive\ttext\n"),
+            std::borrow::Cow::Borrowed("näive\ttext\n")
+        ));
     }
 
     #[test]

@@ -309,8 +309,18 @@ async fn queues_runtimes_cron_and_doctor_show_the_cluster() {
     );
 
     db.finish(ids[0], "succeeded", 3.0 * 86400.0).await;
-    let (code, json, _) = lq(&db, &["prune", "--keep-finished", "1d"]);
+    // Counted first; with no terminal and no --yes, nothing goes.
+    let prune = ["prune", "--keep-finished", "1d"];
+    let (code, json, _) = lq(&db, &[&prune[..], &["--dry-run"]].concat());
+    assert_eq!((code, json["matched"].as_u64()), (0, Some(1)));
+    let (code, _, err) = lq(&db, &prune);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("delete 1 finished jobs for good"), "{err}");
+    let (code, json, _) = lq(&db, &[&prune[..], &["--yes"]].concat());
     assert_eq!((code, json["pruned"].as_u64()), (0, Some(1)));
+    let (code, _, err) = lq(&db, &["prune", "--keep-dead", "5000y", "--yes"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("keep_dead is over 1,000 years"), "{err}");
     rt.shutdown().await.unwrap();
     assert_eq!(
         control::get(&db.pool, ids[1]).await.unwrap().state,
@@ -453,4 +463,43 @@ async fn a_role_without_the_grant_gets_the_servers_reason_and_where_to_read_the_
     assert_eq!(db.count("queued").await, 2);
     drop(db);
     lq_tests::run_as_admin_from_drop(vec![format!("drop role if exists {role}")]);
+}
+
+#[tokio::test]
+async fn text_from_applications_reaches_the_terminal_escaped() {
+    let db = TestDb::new().await;
+    let id = insert(&db, "cli.charge", "esc-q", 1).await[0];
+    db.finish(id, "dead", 60.0).await;
+    // An upstream's reply quoted in a job's error: clears the screen, sets the
+    // clipboard (OSC 52), and a worker name with a C1 control.
+    sqlx::query(
+        "update lq.finished_jobs set errors = jsonb_build_array(jsonb_build_object(
+             'attempt', 1, 'at', '2026-01-01T00:00:00Z', 'worker', 'w' || chr(155) || '2J',
+             'error', 'bad gateway ' || chr(27) || '[2J' || chr(27) || ']52;c;aGk=' || chr(7)))
+         where id = $1",
+    )
+    .bind(id)
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    for args in [
+        vec!["jobs", "show", &id.to_string()],
+        vec!["jobs", "list", "--queue", "esc-q"],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_lq"))
+            .args(&args)
+            .env("DATABASE_URL", &db.url)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{args:?}");
+        let stdout = String::from_utf8(out.stdout).unwrap();
+        assert!(
+            !stdout.chars().any(|c| c.is_control() && c != '\n'),
+            "{args:?}: {stdout:?}"
+        );
+        assert!(
+            stdout.contains(r"bad gateway \u{1b}[2J"),
+            "{args:?}: {stdout}"
+        );
+    }
 }

@@ -199,14 +199,15 @@ async fn unique_key_holder(pool: &PgPool, id: i64) -> Result<Error, Error> {
 /// Deletes finished jobs older than their retention now, in batches: succeeded
 /// and cancelled ones finished more than `keep_finished` ago, dead ones more
 /// than `keep_dead` ago (the leader runtime does this every `prune_interval`).
-/// Returns how many were deleted.
+/// Returns how many were deleted. A retention over 1,000 years is
+/// [`Error::InvalidFilter`].
 pub async fn prune(
     pool: &PgPool,
     keep_finished: Duration,
     keep_dead: Duration,
 ) -> Result<u64, Error> {
     const BATCH: i64 = 5000;
-    let (finished, dead) = (keep_finished.as_secs_f64(), keep_dead.as_secs_f64());
+    let (finished, dead) = retention_secs(keep_finished, keep_dead)?;
     let mut total = 0;
     loop {
         let n = pinned(pool, "job_prune", |conn| {
@@ -218,6 +219,38 @@ pub async fn prune(
             return Ok(total);
         }
     }
+}
+
+/// How many finished jobs [`prune`] with these retentions would delete now: what
+/// `lq prune` shows before it asks.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use lq_core::control;
+/// # async fn f(pool: sqlx::PgPool) -> Result<(), lq_core::Error> {
+/// let (day, month) = (Duration::from_secs(86_400), Duration::from_secs(30 * 86_400));
+/// if control::prune_count(&pool, day, month).await? > 0 {
+///     control::prune(&pool, day, month).await?;
+/// }
+/// # Ok(()) }
+/// ```
+pub async fn prune_count(
+    pool: &PgPool,
+    keep_finished: Duration,
+    keep_dead: Duration,
+) -> Result<u64, Error> {
+    let (finished, dead) = retention_secs(keep_finished, keep_dead)?;
+    pinned(pool, "job_prune_count", |conn| {
+        Box::pin(async move { db::maintenance::job_prune_count(conn, finished, dead).await })
+    })
+    .await
+}
+
+/// The two retentions in seconds, each checked as a filter's age is.
+fn retention_secs(keep_finished: Duration, keep_dead: Duration) -> Result<(f64, f64), Error> {
+    crate::job_filter::check_age("keep_finished", keep_finished)?;
+    crate::job_filter::check_age("keep_dead", keep_dead)?;
+    Ok((keep_finished.as_secs_f64(), keep_dead.as_secs_f64()))
 }
 
 /// Age of the oldest open transaction in the database, for health checks: a

@@ -142,8 +142,8 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
-    /// A control call's filter or limit that the database could not take: an
-    /// age beyond the calendar, a NUL in a JSON filter, a negative limit.
+    /// A control call's filter, limit or retention that the database could not
+    /// take: an age beyond the calendar, a NUL in a JSON filter, a negative limit.
     #[error("invalid job filter: {reason}")]
     InvalidFilter {
         /// What is wrong, naming the field.

@@ -164,10 +164,8 @@ impl JobFilter {
             ("finished_within", self.finished_within),
         ];
         for (field, age) in ages {
-            if age.is_some_and(|a| a > MAX_FILTER_AGE) {
-                return Err(Error::InvalidFilter {
-                    reason: format!("{field} is over 1,000 years"),
-                });
+            if let Some(age) = age {
+                check_age(field, age)?;
             }
         }
         let json = [
@@ -197,6 +195,16 @@ impl JobFilter {
             _ => "lq.all_jobs",
         }
     }
+}
+
+/// `age` (of a filter, or a retention) if the database can subtract it from now.
+pub(crate) fn check_age(field: &str, age: Duration) -> Result<(), Error> {
+    if age > MAX_FILTER_AGE {
+        return Err(Error::InvalidFilter {
+            reason: format!("{field} is over 1,000 years"),
+        });
+    }
+    Ok(())
 }
 
 /// Whether a NUL is in any string of `value`, keys included: PostgreSQL's

@@ -1,7 +1,5 @@
 //! `lq jobs list|show|retry|cancel|delete`.
 
-use std::io::{BufRead, IsTerminal, Write};
-
 use clap::{Args, Subcommand};
 use lq_runtime::{
     control::{self, BulkReport, JobRow},
@@ -12,7 +10,8 @@ use sqlx::PgPool;
 
 use crate::{
     filter_args::FilterArgs,
-    output::{cut, Out},
+    output::{cut, printable, Out},
+    prompt::confirm,
     Failure, Outcome,
 };
 
@@ -146,7 +145,7 @@ pub(crate) async fn run(
                 ),
                 ("cancel requested", opt(r.cancel_requested_at)),
             ] {
-                println!("{k:>16}  {v}");
+                println!("{k:>16}  {}", printable(&v));
             }
             println!("{:>16}  {}", "payload", pretty(r.payload.get()));
             if let Some(meta) = &r.meta {
@@ -157,8 +156,8 @@ pub(crate) async fn run(
                     "{:>16}  {} on {}: {}",
                     format!("attempt {}", e.attempt),
                     e.at.to_rfc3339(),
-                    e.worker.as_deref().unwrap_or("-"),
-                    e.error
+                    printable(e.worker.as_deref().unwrap_or("-")),
+                    printable(&e.error)
                 );
             }
             Ok(Outcome::Clean)
@@ -288,15 +287,4 @@ async fn pinned_to_newest(pool: &PgPool, mut filter: JobFilter) -> Result<JobFil
         filter.max_id = Some(filter.max_id.map_or(newest.id, |m| m.min(newest.id)));
     }
     Ok(filter)
-}
-
-fn confirm(question: &str) -> Result<bool, Failure> {
-    if !std::io::stdin().is_terminal() {
-        return Err(format!("{question} — no terminal to ask on: pass --yes to go ahead").into());
-    }
-    eprint!("{question} [y/N] ");
-    std::io::stderr().flush()?;
-    let mut answer = String::new();
-    std::io::stdin().lock().read_line(&mut answer)?;
-    Ok(matches!(answer.trim(), "y" | "Y" | "yes"))
 }

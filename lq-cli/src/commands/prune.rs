@@ -6,20 +6,57 @@ use clap::Args;
 use serde_json::json;
 use sqlx::PgPool;
 
-use crate::{filter_args::parse_duration, output::Out, Failure, Outcome};
+use lq_runtime::control;
+
+use crate::{
+    filter_args::parse_duration,
+    output::{human, Out},
+    prompt::confirm,
+    Failure, Outcome,
+};
 
 #[derive(Debug, Args)]
 pub struct PruneArgs {
-    /// Keep succeeded and cancelled jobs this long.
+    /// Keep succeeded and cancelled jobs this long (match your runtime's
+    /// `keep_finished`).
     #[arg(long, value_parser = parse_duration, default_value = "24h")]
     keep_finished: Duration,
-    /// Keep dead jobs this long.
+    /// Keep dead jobs this long (match your runtime's `keep_dead`).
     #[arg(long, value_parser = parse_duration, default_value = "7d")]
     keep_dead: Duration,
+    /// Do not ask for confirmation.
+    #[arg(long, short)]
+    yes: bool,
+    /// Show how many finished jobs would go, and delete nothing.
+    #[arg(long)]
+    dry_run: bool,
 }
 
+/// Counts, asks (as `lq jobs delete` does), then prunes: history deleted here is
+/// gone for good, and the defaults may be shorter than the runtime's retention.
 pub(crate) async fn run(pool: &PgPool, out: &Out, args: PruneArgs) -> Result<Outcome, Failure> {
-    let n = lq_runtime::control::prune(pool, args.keep_finished, args.keep_dead).await?;
+    let (keep_finished, keep_dead) = (args.keep_finished, args.keep_dead);
+    let matched = control::prune_count(pool, keep_finished, keep_dead).await?;
+    if args.dry_run || matched == 0 {
+        out.emit(
+            json!({"action": "prune", "matched": matched, "dry_run": args.dry_run}),
+            || {
+                let mut t = crate::output::table(&["action", "finished jobs past retention"]);
+                t.add_row(vec!["prune".to_owned(), matched.to_string()]);
+                t
+            },
+        );
+        return Ok(Outcome::Clean);
+    }
+    let question = format!(
+        "delete {matched} finished jobs for good (succeeded and cancelled over {}, dead over {})?",
+        human(keep_finished),
+        human(keep_dead)
+    );
+    if !args.yes && !confirm(&question)? {
+        return Err("not confirmed; nothing changed".into());
+    }
+    let n = control::prune(pool, keep_finished, keep_dead).await?;
     out.emit(json!({"pruned": n}), || {
         let mut t = crate::output::table(&["pruned"]);
         t.add_row(vec![n.to_string()]);
