@@ -279,7 +279,6 @@ async fn bulk(pool: &PgPool, out: &Out, a: BulkArgs, verb: &str) -> Result<Outco
     })
 }
 
-/// Asks on the terminal; refuses when there is none (pass `--yes` in scripts).
 /// `filter` narrowed to the jobs it matches now: ids up to the newest match, so
 /// a job enqueued after the count (and the confirmation) is never acted on.
 async fn pinned_to_newest(pool: &PgPool, mut filter: JobFilter) -> Result<JobFilter, Failure> {
