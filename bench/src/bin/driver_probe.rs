@@ -8,7 +8,7 @@
 //! `bench/experiments/one_producer_parts.sh` prepares and which runs it:
 //! - WHAT `sql`: the ceiling's `enqueue_1.sql` insert into the ceiling's `jobs`
 //!   table; `lqsql`: litequeue's single insert (no key, no metadata, no NOTIFY)
-//!   sent by sqlx directly; `lq`: `Noop.enqueue_with(&mut conn, notify off)`;
+//!   through its statement function (`db::enqueue::job_insert`); `lq`: `Noop.enqueue_with(&mut conn, notify off)`;
 //!   `enq`: the same on an `Enqueuer`; `pool`: on the README's pool (all but
 //!   `sql` on a migrated litequeue schema).
 //! - FLAVOUR `mt` (two workers) or `ct` (current thread).
@@ -20,6 +20,7 @@
 use std::{str::FromStr, time::Instant};
 
 use anyhow::{Context, Result};
+use lq_core::db::enqueue::{job_insert, NewJob};
 use lq_runtime::{EnqueueOptions, Job, JobContext, JobError, Perform};
 use serde::{Deserialize, Serialize};
 use sqlx::{postgres::PgConnectOptions, ConnectOptions, Connection};
@@ -39,11 +40,6 @@ impl Perform for Noop {
 
 const CEILING_INSERT: &str =
     "INSERT INTO jobs (kind, args) VALUES ('noop', jsonb_build_object('n', $1::int))";
-
-const LQ_INSERT: &str = "insert into lq.jobs (kind, queue, priority, payload, run_at, max_attempts, unique_key)
-         values ($1, $2, $3, $4::pg_catalog.jsonb,
-             coalesce($5, pg_catalog.now() operator(pg_catalog.+) pg_catalog.make_interval(secs => $6)), $7, $8)
-         returning id";
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().collect();
@@ -102,17 +98,19 @@ fn main() -> Result<()> {
                             .await?;
                     }
                     "lqsql" => {
-                        let _: Option<i64> = sqlx::query_scalar(LQ_INSERT)
-                            .bind("bench.noop")
-                            .bind("default")
-                            .bind(0i16)
-                            .bind(payload(n))
-                            .bind(None::<chrono::DateTime<chrono::Utc>>)
-                            .bind(0f64)
-                            .bind(25i32)
-                            .bind(None::<&str>)
-                            .fetch_optional(&mut conn)
-                            .await?;
+                        // litequeue's own statement function, called directly:
+                        // the statement without the client code around it.
+                        let row = NewJob {
+                            kind: "bench.noop",
+                            queue: "default",
+                            priority: 0,
+                            run_at: None,
+                            delay_secs: 0.0,
+                            max_attempts: 25,
+                            notify: false,
+                            meta: None,
+                        };
+                        job_insert(&mut conn, &row, &payload(n), None).await?;
                     }
                     "enq" => {
                         Noop { n }
