@@ -165,6 +165,18 @@ pub enum Error {
         /// What was asked (`"cancelled"`, `"retried"`).
         action: &'static str,
     },
+    /// A bulk action left a job alone that changed state after its filter chose
+    /// it and is no longer in the filter's states (a queued job that started
+    /// running before `cancel --state queued` reached it).
+    #[error("job {id} became {state} after the filter chose it, so it was not {action}")]
+    LeftFilter {
+        /// Job id.
+        id: i64,
+        /// Its state now, outside the filter's states.
+        state: crate::JobState,
+        /// What was asked (`"cancelled"`, `"retried"`, `"deleted"`).
+        action: &'static str,
+    },
     /// Retrying a job would create a second live job with its unique key.
     #[error("job {id} cannot be retried: live job {holder} holds its unique key {key:?}")]
     UniqueKeyHeld {

@@ -80,7 +80,9 @@ impl From<lq_core::Error> for PageError {
         use lq_core::Error as E;
         let status = match &e {
             E::NotFound { .. } => StatusCode::NOT_FOUND,
-            E::WrongState { .. } | E::UniqueKeyHeld { .. } => StatusCode::CONFLICT,
+            E::WrongState { .. } | E::LeftFilter { .. } | E::UniqueKeyHeld { .. } => {
+                StatusCode::CONFLICT
+            }
             E::InvalidName { .. } | E::InvalidFilter { .. } => StatusCode::BAD_REQUEST,
             E::Timeout { .. } => StatusCode::SERVICE_UNAVAILABLE,
             E::Database { source, .. } if unreachable(source) => StatusCode::SERVICE_UNAVAILABLE,

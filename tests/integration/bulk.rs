@@ -153,6 +153,131 @@ async fn cancel_and_delete_by_filter_honour_the_limit_and_refuse_what_they_canno
     assert_eq!((empty.matched, empty.done.len()), (0, 0));
 }
 
+/// Marks the jobs of `$1` running, as a worker's claim would (lease held, one attempt).
+const START_RUNNING: &str = "update lq.jobs set state = 'running', lease_token = gen_random_uuid(),
+         lease_owner = 'test', lease_expires_at = now() + interval '1 hour',
+         attempts = 1, started_at = now()
+     where id = any($1)";
+
+async fn start_running(db: &TestDb, ids: &[i64]) {
+    sqlx::query(START_RUNNING)
+        .bind(ids)
+        .execute(&db.pool)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_cancel_by_state_leaves_a_job_that_started_running_after_it_was_chosen() {
+    let db = TestDb::new().await;
+    let ids = enqueue_noops(&db, 3, "default").await;
+    // All three chosen as queued (what a filter on `queued` returns); one is
+    // claimed before the cancel statement runs.
+    start_running(&db, &ids[..1]).await;
+    let mut conn = db.pool.acquire().await.unwrap();
+    let seen = lq_core::db::bulk::jobs_cancel_many(&mut conn, &ids, &[JobState::Queued])
+        .await
+        .unwrap();
+    assert_eq!(
+        seen,
+        [
+            (ids[0], JobState::Running, false),
+            (ids[1], JobState::Queued, true),
+            (ids[2], JobState::Queued, true),
+        ]
+    );
+    let flagged: bool =
+        sqlx::query_scalar("select cancel_requested_at is not null from lq.jobs where id = $1")
+            .bind(ids[0])
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    assert!(!flagged, "the running job was not asked to stop");
+    assert_eq!(state_of(&db, ids[1]).await, JobState::Cancelled);
+    // Without states (a filter on ids or kinds only) a running job is cancelled.
+    let seen = lq_core::db::bulk::jobs_cancel_many(&mut conn, &ids[..1], &[])
+        .await
+        .unwrap();
+    assert_eq!(seen, [(ids[0], JobState::Running, true)]);
+}
+
+#[tokio::test]
+async fn a_retry_by_state_leaves_a_job_that_changed_state_after_it_was_chosen() {
+    let db = TestDb::new().await;
+    let ids = enqueue_noops(&db, 2, "default").await;
+    // Both chosen as dead; one was retried and cancelled again before the
+    // retry statement ran, so it is cancelled now.
+    db.finish(ids[0], "cancelled", 1.0).await;
+    db.finish(ids[1], "dead", 1.0).await;
+    let mut conn = db.pool.acquire().await.unwrap();
+    let seen = lq_core::db::bulk::jobs_retry_many(&mut conn, &ids, &[JobState::Dead])
+        .await
+        .unwrap();
+    assert_eq!(
+        seen,
+        [
+            (ids[0], JobState::Cancelled, false),
+            (ids[1], JobState::Dead, true)
+        ]
+    );
+    assert_eq!(state_of(&db, ids[0]).await, JobState::Cancelled);
+    assert_eq!(state_of(&db, ids[1]).await, JobState::Queued);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_by_state_reports_a_job_claimed_while_it_waited_as_left_by_the_filter() {
+    let db = TestDb::new().await;
+    let ids = enqueue_noops(&db, 2, "left-q").await;
+    // A worker's claim holds the first job's row lock while the cancel runs.
+    let mut claim = db.pool.begin().await.unwrap();
+    sqlx::query("select 1 from lq.jobs where id = $1 for update")
+        .bind(ids[0])
+        .execute(&mut *claim)
+        .await
+        .unwrap();
+    let queued = JobFilter::new().queue("left-q").state(JobState::Queued);
+    let pool = db.pool.clone();
+    let cancel = tokio::spawn(async move { control::cancel_matching(&pool, &queued, None).await });
+    db.wait_for(
+        "the cancel to wait for the row lock",
+        "select exists (select from pg_stat_activity
+             where datname = current_database() and wait_event_type = 'Lock')",
+        std::time::Duration::from_secs(10),
+    )
+    .await;
+    sqlx::query(START_RUNNING)
+        .bind(&ids[..1])
+        .execute(&mut *claim)
+        .await
+        .unwrap();
+    claim.commit().await.unwrap();
+    let report = cancel.await.unwrap().unwrap();
+    assert_eq!((report.matched, report.done.clone()), (2, vec![ids[1]]));
+    let [(id, err)] = &report.refused[..] else {
+        panic!("{:?}", report.refused)
+    };
+    assert_eq!(*id, ids[0]);
+    assert!(
+        matches!(
+            err,
+            CoreError::LeftFilter {
+                state: JobState::Running,
+                action: "cancelled",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "job {} became running after the filter chose it, so it was not cancelled",
+            ids[0]
+        )
+    );
+    assert_eq!(state_of(&db, ids[0]).await, JobState::Running);
+}
+
 #[tokio::test]
 async fn a_delete_by_state_leaves_a_job_that_changed_state_after_it_was_chosen() {
     let db = TestDb::new().await;

@@ -18,8 +18,8 @@ pub struct BulkReport {
     /// Ids of the jobs it acted on (retried, cancelled or deleted).
     pub done: Vec<i64>,
     /// The jobs it could not act on, each with the reason
-    /// ([`Error::WrongState`], [`Error::UniqueKeyHeld`], [`Error::NotFound`] for
-    /// one that was deleted meanwhile).
+    /// ([`Error::WrongState`], [`Error::LeftFilter`], [`Error::UniqueKeyHeld`],
+    /// [`Error::NotFound`] for one that was deleted meanwhile).
     pub refused: Vec<(i64, Error)>,
 }
 
@@ -34,8 +34,9 @@ enum Action {
 /// Queues every dead or cancelled job matching `filter` (at most `limit`) to run
 /// now with fresh attempts, as [`super::retry_now`] does one. A job whose unique
 /// key a live job holds is refused with [`Error::UniqueKeyHeld`] (of dead jobs
-/// sharing a key in one batch, the oldest takes it), and a job in another state
-/// with [`Error::WrongState`]; the others go ahead.
+/// sharing a key in one batch, the oldest takes it), a job in another state
+/// with [`Error::WrongState`], and one that left the filter's states after being
+/// chosen with [`Error::LeftFilter`]; the others go ahead.
 ///
 /// ```no_run
 /// use lq_core::{control, JobFilter, JobState};
@@ -59,7 +60,9 @@ pub async fn retry_matching(
 
 /// Cancels every live job matching `filter` (at most `limit`), as
 /// [`super::cancel`] does one; a finished job is refused with
-/// [`Error::WrongState`].
+/// [`Error::WrongState`], and a job that left the filter's states between being
+/// chosen and being cancelled with [`Error::LeftFilter`] (with `--state queued`,
+/// a job that started running meanwhile is not cancelled).
 pub async fn cancel_matching(
     pool: &PgPool,
     filter: &JobFilter,
@@ -70,8 +73,9 @@ pub async fn cancel_matching(
 
 /// Deletes for good every queued or finished job matching `filter` (at most
 /// `limit`); a running job is refused with [`Error::WrongState`] (cancel it
-/// first), and so is a job that left the filter's states between being chosen
-/// and being deleted (a dead job retried meanwhile is not deleted as queued).
+/// first), and a job that left the filter's states between being chosen and
+/// being deleted with [`Error::LeftFilter`] (a dead job retried meanwhile is not
+/// deleted as queued).
 /// A deleted queued job never runs, and its unique key is free again.
 pub async fn delete_matching(
     pool: &PgPool,
@@ -122,27 +126,26 @@ async fn act(
     report: &mut BulkReport,
 ) -> Result<(), Error> {
     let batch = ids.to_vec();
-    let states = states.to_vec();
+    let wanted = states.to_vec();
     let seen: Vec<(i64, JobState, bool)> = match action {
         Action::Retry => {
             pinned(pool, "jobs_retry_many", |conn| {
-                Box::pin(async move { db::bulk::jobs_retry_many(conn, &batch).await })
+                Box::pin(async move { db::bulk::jobs_retry_many(conn, &batch, &wanted).await })
             })
             .await?
         }
         Action::Delete => {
             pinned(pool, "jobs_delete_many", |conn| {
-                Box::pin(async move { db::bulk::jobs_delete_many(conn, &batch, &states).await })
+                Box::pin(async move { db::bulk::jobs_delete_many(conn, &batch, &wanted).await })
             })
             .await?
         }
-        Action::Cancel => pinned(pool, "jobs_cancel_many", |conn| {
-            Box::pin(async move { db::bulk::jobs_cancel_many(conn, &batch).await })
-        })
-        .await?
-        .into_iter()
-        .map(|(id, state)| (id, state, state.is_live()))
-        .collect(),
+        Action::Cancel => {
+            pinned(pool, "jobs_cancel_many", |conn| {
+                Box::pin(async move { db::bulk::jobs_cancel_many(conn, &batch, &wanted).await })
+            })
+            .await?
+        }
     };
     let mut reported = std::collections::HashSet::new();
     for (id, state, acted) in seen {
@@ -152,13 +155,13 @@ async fn act(
         } else {
             report
                 .refused
-                .push((id, refusal(pool, id, state, action).await?));
+                .push((id, refusal(pool, id, state, states, action).await?));
         }
     }
     // A job that ended or went away while the batch waited for its lock.
     for &id in ids.iter().filter(|id| !reported.contains(id)) {
         let err = match super::get(pool, id).await {
-            Ok(row) => refusal(pool, id, row.state, action).await?,
+            Ok(row) => refusal(pool, id, row.state, states, action).await?,
             Err(Error::NotFound { id }) => Error::NotFound { id },
             Err(e) => return Err(e),
         };
@@ -167,9 +170,24 @@ async fn act(
     Ok(())
 }
 
-/// Why `action` did not act on job `id`, found in `state`.
-async fn refusal(pool: &PgPool, id: i64, state: JobState, action: Action) -> Result<Error, Error> {
+/// Why `action` did not act on job `id`, found in `state`, for a filter on
+/// `states` (any state if empty).
+async fn refusal(
+    pool: &PgPool,
+    id: i64,
+    state: JobState,
+    states: &[JobState],
+    action: Action,
+) -> Result<Error, Error> {
     let wrong = |action| Error::WrongState { id, state, action };
+    if !states.is_empty() && !states.contains(&state) {
+        let action = match action {
+            Action::Retry => "retried",
+            Action::Cancel => "cancelled",
+            Action::Delete => "deleted",
+        };
+        return Ok(Error::LeftFilter { id, state, action });
+    }
     Ok(match (action, state) {
         (Action::Retry, JobState::Dead | JobState::Cancelled) => {
             super::unique_key_holder(pool, id).await?

@@ -7,13 +7,16 @@ use super::err;
 use crate::{Error, JobState};
 
 /// Puts the dead or cancelled jobs among `ids` back in the queue to run now with
-/// fresh attempts (errors kept, newest 20). A job whose unique key a live job
-/// holds (or an earlier job of the batch took) stays where it is. Returns
-/// `(id, state before)` of every job found, and whether it was requeued.
+/// fresh attempts (errors kept, newest 20), and among them only those in one of
+/// `states` when it is not empty (see [`jobs_delete_many`]). A job whose unique
+/// key a live job holds (or an earlier job of the batch took) stays where it is.
+/// Returns `(id, state before)` of every job found, and whether it was requeued.
 pub async fn jobs_retry_many(
     conn: &mut PgConnection,
     ids: &[i64],
+    states: &[JobState],
 ) -> Result<Vec<(i64, JobState, bool)>, Error> {
+    let states: Vec<&str> = states.iter().map(|s| s.as_str()).collect();
     sqlx::query_as(
         "with found as materialized (
              select id, state from lq.all_jobs where id = any($1)
@@ -21,6 +24,7 @@ pub async fn jobs_retry_many(
          cand as materialized (
              select * from lq.finished_jobs
              where id = any($1) and state in ('dead', 'cancelled')
+                 and (cardinality($2::text[]) = 0 or state::text = any($2))
              order by id
              for update
          ),
@@ -47,32 +51,39 @@ pub async fn jobs_retry_many(
          order by f.id",
     )
     .bind(ids)
+    .bind(states)
     .fetch_all(&mut *conn)
     .await
     .map_err(err("jobs_retry_many"))
 }
 
-/// Cancels the live jobs among `ids`: queued ones end `cancelled` now, running
-/// ones are flagged and their workers told by NOTIFY. Returns `(id, state
-/// before)` of every job found (finished ones are left as they are).
+/// Cancels the live jobs among `ids`, and among them only those in one of
+/// `states` when it is not empty (see [`jobs_delete_many`]): queued ones end
+/// `cancelled` now, running ones are flagged and their workers told by NOTIFY.
+/// Returns `(id, state before, cancelled)` of every job found (finished ones,
+/// and live ones outside `states`, are left as they are).
 pub async fn jobs_cancel_many(
     conn: &mut PgConnection,
     ids: &[i64],
-) -> Result<Vec<(i64, JobState)>, Error> {
+    states: &[JobState],
+) -> Result<Vec<(i64, JobState, bool)>, Error> {
+    let states: Vec<&str> = states.iter().map(|s| s.as_str()).collect();
     sqlx::query_as(concat!(
         "with old as materialized (
-             select id, state::lq.job_state as state from lq.jobs where id = any($1) order by id for update
+             select id, state::lq.job_state as state,
+                 cardinality($2::text[]) = 0 or state::text = any($2) as chosen
+             from lq.jobs where id = any($1) order by id for update
          ),
          flagged as (
              update lq.jobs j
              set cancel_requested_at = coalesce(j.cancel_requested_at, now())
-             from old where j.id = old.id and old.state = 'running'
+             from old where j.id = old.id and old.state = 'running' and old.chosen
              returning j.id
          ),
          moved as (
              delete from lq.jobs j
              using old
-             where j.id = old.id and old.state = 'queued'
+             where j.id = old.id and old.state = 'queued' and old.chosen
              returning j.*, 'cancelled'::lq.job_state as final_state, j.errors as final_errors
          ),
          ",
@@ -84,13 +95,14 @@ pub async fn jobs_cancel_many(
          finished as (
              select id, state from lq.finished_jobs where id = any($1)
          )
-         select id, state from old
+         select id, state, chosen from old
          where (select count(*) from told) >= 0 and (select count(*) from archived) >= 0
          union all
-         select id, state from finished
+         select id, state, false from finished
          order by id"
     ))
     .bind(ids)
+    .bind(states)
     .fetch_all(&mut *conn)
     .await
     .map_err(err("jobs_cancel_many"))
