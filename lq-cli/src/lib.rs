@@ -137,25 +137,10 @@ pub async fn run_on(pool: &PgPool, format: Format, command: Command) -> ExitCode
 /// grants each role needs.
 fn describe(e: &(dyn std::error::Error + 'static)) -> String {
     let mut text = lq_runtime::chain(e);
-    if sqlstate(e).as_deref() == Some(INSUFFICIENT_PRIVILEGE) {
+    if lq_runtime::lacks_grant(e) {
         text.push_str(" (this role lacks a grant: docs/roles.md lists each role's grants)");
     }
     text
-}
-
-/// PostgreSQL's `insufficient_privilege`.
-const INSUFFICIENT_PRIVILEGE: &str = "42501";
-
-/// The SQLSTATE of the first database error in `e`'s chain.
-fn sqlstate(e: &(dyn std::error::Error + 'static)) -> Option<String> {
-    let mut next = Some(e);
-    while let Some(err) = next {
-        if let Some(sqlx::Error::Database(d)) = err.downcast_ref::<sqlx::Error>() {
-            return d.code().map(|c| c.into_owned());
-        }
-        next = err.source();
-    }
-    None
 }
 
 /// How a command that ran went.

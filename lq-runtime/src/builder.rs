@@ -308,7 +308,7 @@ fn runtime_pool(size: u32, timeout: Duration, options: PgConnectOptions) -> PgPo
 async fn check_schema(conn: &mut PgConnection, timeout: Duration) -> Result<(), Error> {
     let found = match db::timed("schema_version", timeout, db::migration::version(conn)).await {
         Ok(found) => found,
-        Err(e) if db::sqlstate(&e).as_deref() == Some(PERMISSION_DENIED) => {
+        Err(e) if lq_core::lacks_grant(&e) => {
             preflight::check_privileges(conn, timeout).await?;
             return Err(e.into());
         }
@@ -330,9 +330,6 @@ async fn check_schema(conn: &mut PgConnection, timeout: Duration) -> Result<(), 
 
 /// How often [`RuntimeBuilder::drain`] looks, and its runtime polls, for work.
 const DRAIN_POLL: Duration = Duration::from_millis(10);
-
-/// SQLSTATE `insufficient_privilege`.
-const PERMISSION_DENIED: &str = "42501";
 
 #[cfg(test)]
 mod tests {

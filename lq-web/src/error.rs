@@ -86,7 +86,7 @@ impl From<lq_core::Error> for PageError {
             E::InvalidName { .. } | E::InvalidFilter { .. } => StatusCode::BAD_REQUEST,
             E::Timeout { .. } => StatusCode::SERVICE_UNAVAILABLE,
             E::Database { source, .. } if unreachable(source) => StatusCode::SERVICE_UNAVAILABLE,
-            E::Database { source, .. } if lacks_grant(source) || read_only(source) => {
+            E::Database { source, .. } if lq_core::lacks_grant(source) || read_only(source) => {
                 StatusCode::FORBIDDEN
             }
             _ => StatusCode::INTERNAL_SERVER_ERROR,
@@ -106,12 +106,6 @@ impl From<lq_core::Error> for PageError {
         }
         Self { status, message }
     }
-}
-
-/// True for PostgreSQL's `insufficient_privilege` (42501): the pool's role
-/// lacks a grant (a read-only operator's dashboard with actions on).
-fn lacks_grant(e: &sqlx::Error) -> bool {
-    matches!(e, sqlx::Error::Database(d) if d.code().as_deref() == Some("42501"))
 }
 
 /// True for PostgreSQL's `read_only_sql_transaction` (25006): a standby, or a
