@@ -70,9 +70,12 @@
     }
   });
 
-  // Forms that ask first: data-confirm holds the question.
+  // Forms (or the button that submits one) that ask first: data-confirm holds
+  // the question.
   document.addEventListener("submit", function (e) {
-    var question = e.target.getAttribute("data-confirm");
+    var button = e.submitter;
+    var question =
+      (button && button.getAttribute("data-confirm")) || e.target.getAttribute("data-confirm");
     if (question && !window.confirm(question)) e.preventDefault();
   });
 })();

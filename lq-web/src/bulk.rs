@@ -1,6 +1,6 @@
 //! `POST /jobs/bulk`: retry, cancel or delete the selected jobs, or every job
-//! a filter matches. For a filter the server counts first and asks for a
-//! confirmation naming the number; the confirmed action acts on at most that
+//! a filter matches. Deleting a selection asks first, on the server. For a
+//! filter the server counts first and asks for a confirmation naming the number; the confirmed action acts on at most that
 //! many, among the jobs that existed when it was counted (ids up to the newest
 //! counted), and lists each job it refused with the reason.
 
@@ -100,6 +100,19 @@ async fn handle(ctx: &Ctx, sh: &Shared, form: &Pairs) -> Result<Markup, PageErro
                 ids.len()
             )));
         }
+        if action == Action::Delete {
+            // Deleting is for good: the server asks, whatever the browser did.
+            let Some(confirmed) = form.get("confirm") else {
+                return Ok(confirm_selected(ctx, &ids));
+            };
+            let confirmed = params::parse_count("confirm", confirmed).map_err(bad)?;
+            if confirmed != ids.len() as u64 {
+                return Err(PageError::bad_request(format!(
+                    "the confirmation names {confirmed} jobs, the selection {}: select again",
+                    ids.len()
+                )));
+            }
+        }
         let filter = ids.iter().copied().fold(JobFilter::new(), JobFilter::id);
         let result = action.run(sh, &filter, None).await;
         audit(
@@ -193,6 +206,28 @@ async fn confirmation(
             a href=(back) { "No, go back" }
         }
     })
+}
+
+/// Asks before deleting the selected jobs, naming how many.
+fn confirm_selected(ctx: &Ctx, ids: &[i64]) -> Markup {
+    let n = ids.len() as u64;
+    let noun = if n == 1 { "job" } else { "jobs" };
+    html! {
+        h1 #confirm-question { "Delete " (layout::count(n)) " selected " (noun) " for good?" }
+        p { "A deleted job leaves no history; a queued one never runs." }
+        form.confirm method="post" action=(ctx.url("/jobs/bulk")) {
+            (ctx.csrf_field())
+            input type="hidden" name="action" value="delete";
+            @for id in ids {
+                input type="hidden" name="ids" value=(id);
+            }
+            button.danger type="submit" name="confirm" value=(n) {
+                "Yes, delete " (layout::count(n)) " " (noun)
+            }
+            " "
+            a href=(ctx.url("/jobs")) { "No, go back" }
+        }
+    }
 }
 
 /// What a bulk action did: how many it acted on, and each refusal with its reason.

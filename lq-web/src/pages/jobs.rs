@@ -126,14 +126,14 @@ fn tab(ctx: &Ctx, f: &Filter, state: Option<JobState>, n: u64) -> Markup {
 fn table(ctx: &Ctx, rows: &[JobRow]) -> Markup {
     let act = ctx.can_act();
     html! {
-        form #selection method="post" action=(ctx.url("/jobs/bulk"))
-            data-confirm="Act on the selected jobs?" {
+        form #selection method="post" action=(ctx.url("/jobs/bulk")) {
             (ctx.csrf_field())
             @if act {
                 div.bulk {
                     "Selected: "
-                    button type="submit" name="action" value="retry" { "Retry" }
-                    button type="submit" name="action" value="cancel" { "Cancel" }
+                    button type="submit" name="action" value="retry" data-confirm="Retry the selected jobs?" { "Retry" }
+                    button type="submit" name="action" value="cancel" data-confirm="Cancel the selected jobs?" { "Cancel" }
+                    // The server asks before a delete.
                     button.danger type="submit" name="action" value="delete" { "Delete" }
                 }
             }

@@ -128,11 +128,33 @@ async fn bulk_on_a_selection_acts_on_those_jobs_and_lists_each_refusal() {
         "not selected"
     );
 
+    // A delete asks on the server first, naming the selection.
     let d = ids[3].to_string();
     post(&app, "/jobs/bulk", &[("action", "delete"), ("ids", &d)])
         .await
         .expect(StatusCode::OK)
-        .has("Deleted 1 of 1");
+        .has("Delete 1 selected job for good?")
+        .has(&format!(r#"name="ids" value="{d}""#))
+        .has(r#"name="confirm" value="1""#);
+    assert_eq!(state(&db, ids[3]).await.as_deref(), Some("queued"));
+    // A confirmation for another number of jobs is refused.
+    post(
+        &app,
+        "/jobs/bulk",
+        &[("action", "delete"), ("ids", &d), ("confirm", "2")],
+    )
+    .await
+    .expect(StatusCode::BAD_REQUEST)
+    .has("the confirmation names 2 jobs, the selection 1");
+    assert_eq!(state(&db, ids[3]).await.as_deref(), Some("queued"));
+    post(
+        &app,
+        "/jobs/bulk",
+        &[("action", "delete"), ("ids", &d), ("confirm", "1")],
+    )
+    .await
+    .expect(StatusCode::OK)
+    .has("Deleted 1 of 1");
     assert_eq!(state(&db, ids[3]).await, None);
 }
 

@@ -76,7 +76,12 @@ async fn a_role_with_select_only_sees_everything_and_its_actions_are_refused_wit
         (format!("/jobs/{}/cancel", ids[1]), vec![]),
         (
             "/jobs/bulk".to_owned(),
-            vec![("action", "delete"), ("ids", &second), ("ids", &third)],
+            vec![
+                ("action", "delete"),
+                ("ids", &second),
+                ("ids", &third),
+                ("confirm", "2"),
+            ],
         ),
         ("/queues/mail/pause".to_owned(), vec![]),
     ] {
