@@ -169,7 +169,7 @@ async fn write(
             "jobs finished after their lease was lost; another worker may run them again"
         );
     }
-    shared.inflight.remove_all(&ids);
+    shared.inflight.remove_all(&ids, &tokens);
 }
 
 /// One success the database refused on its own (`refused`): written again with a

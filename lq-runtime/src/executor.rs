@@ -51,7 +51,7 @@ pub(crate) fn spawn(shared: Arc<Shared>, queue: Arc<str>, job: ClaimedJob, slot:
                 };
                 let outcome = Outcome::PanickedOutside(msg);
                 Box::pin(record(&shared, job, outcome, None)).await;
-                shared.inflight.remove(id);
+                shared.inflight.remove(id, token);
             }
         }
         .instrument(span),
@@ -124,7 +124,7 @@ async fn run(shared: Arc<Shared>, queue: Arc<str>, job: ClaimedJob, mut slot: Sl
         };
         let tallied = tally.map(|t| (t, recorded));
         Box::pin(release(&shared, job.id, job.lease_token, counter, tallied)).await;
-        shared.inflight.remove(job.id);
+        shared.inflight.remove(job.id, job.lease_token);
         return;
     }
     let ctx = attempt::context(
@@ -146,7 +146,7 @@ async fn run(shared: Arc<Shared>, queue: Arc<str>, job: ClaimedJob, mut slot: Sl
     if let Some(t) = tally {
         t.returned(began.elapsed().as_secs_f64());
     }
-    shared.inflight.handler_returned(job.id);
+    shared.inflight.handler_returned(job.id, job.lease_token);
     match outcome {
         Outcome::Succeeded => {
             tracing::Span::current().record("lq.outcome", Recorded::Succeeded.label());
@@ -163,7 +163,7 @@ async fn run(shared: Arc<Shared>, queue: Arc<str>, job: ClaimedJob, mut slot: Sl
             if shared.completions.send(done).await.is_err() {
                 // The completer is gone (runtime torn down): the lease will expire and
                 // the job will run again; at-least-once holds.
-                shared.inflight.remove(job.id);
+                shared.inflight.remove(job.id, job.lease_token);
             }
         }
         other => {
@@ -179,7 +179,7 @@ async fn run(shared: Arc<Shared>, queue: Arc<str>, job: ClaimedJob, mut slot: Sl
             if let Some(delay) = requeued_in {
                 shared.wake_after(&queue, delay);
             }
-            shared.inflight.remove(job.id);
+            shared.inflight.remove(job.id, job.lease_token);
             slot.handler_done();
             drop(slot);
         }

@@ -51,8 +51,11 @@ async fn beat(shared: &Shared, conn: &mut Option<PgConnection>) -> Result<(), Er
     })
     .await?;
     let still: HashSet<i64> = renewed.iter().map(|r| r.id).collect();
+    // Renewed under the snapshot's token: signal that attempt, not a newer one.
     for r in renewed.iter().filter(|r| r.cancel_requested) {
-        shared.inflight.cancel(r.id);
+        if let Some(token) = ids.iter().position(|id| *id == r.id).map(|i| tokens[i]) {
+            shared.inflight.cancel_if_held(r.id, token);
+        }
     }
     for (id, token) in lost(&shared.inflight, &held, &still) {
         warn!(
@@ -101,8 +104,8 @@ mod tests {
             hold(&inflight, 3), // not renewed, outcome being written: not lost
             hold(&inflight, 4), // not renewed, outcome written and gone: not lost
         ];
-        inflight.handler_returned(3);
-        inflight.remove(4);
+        inflight.handler_returned(3, held[2].1.token);
+        inflight.remove(4, held[3].1.token);
         let renewed = HashSet::from([1]);
         assert_eq!(lost(&inflight, &held, &renewed), vec![(2, held[1].1.token)]);
     }

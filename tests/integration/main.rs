@@ -16,6 +16,7 @@ mod operator_role;
 mod outcomes;
 mod polling;
 mod queues;
+mod reclaim;
 mod roles;
 mod runtime;
 mod shutdown;
