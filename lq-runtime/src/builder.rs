@@ -240,7 +240,9 @@ impl RuntimeBuilder {
             .clone()
             .options([("search_path", db::SEARCH_PATH)]);
         let pool = runtime_pool(size, timeout, options.clone());
-        let hot = options.options(db::HOT_PATH_SETTINGS);
+        let hot = options
+            .options(db::HOT_PATH_SETTINGS)
+            .options([db::hot_statement_timeout(self.config.db_timeout)]);
         let overlap = preflight::overlap_connections(claim_conns);
         let hot_pool = runtime_pool(claim_conns + overlap, timeout, hot.clone());
         let completer_pool = runtime_pool(1, timeout, hot);

@@ -50,7 +50,10 @@ struct Conn {
 /// half `max_claim_batch` goes out while the first is in flight, on a connection
 /// of its own: one claim statement at a time kept one server core busy and left
 /// the rest of a small server idle. Claims in flight
-/// always run to their end, also at shutdown, so none leaves jobs leased by nobody.
+/// always run to their end, also at shutdown, so none leaves jobs leased by nobody;
+/// and one held up on the server (a lock, a stall) is cancelled there before the
+/// client's `db_timeout` gives up on it (`db::hot_statement_timeout`), so it never
+/// commits behind an abandoned connection.
 pub(crate) async fn run(shared: Arc<Shared>, queue: String, slots: Slots, wake: Arc<QueueWake>) {
     let mut main = Some(Conn {
         hot: HotConn::new(shared.hot_pool.clone(), shared.keep_claim_conns),

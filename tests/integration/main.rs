@@ -20,6 +20,7 @@ mod reclaim;
 mod roles;
 mod runtime;
 mod shutdown;
+mod stall;
 mod testing;
 mod testing_runner;
 mod visible;

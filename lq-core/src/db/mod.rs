@@ -203,6 +203,17 @@ pub const HOT_PATH_SETTINGS: [(&str, &str); 5] = [
     ("enable_sort", "off"),
 ];
 
+/// The `statement_timeout` setting of the runtime's hot-path connections (claims
+/// and completion writes) for its `db_timeout`: nine tenths of it, so the server
+/// cancels a statement held up that long (a lock, a stall) and it commits nothing,
+/// before the client gives up on it. A claim the client had abandoned would still
+/// commit once unblocked, leaving its jobs leased by nobody, their attempts spent,
+/// until their leases expired.
+pub fn hot_statement_timeout(db_timeout: std::time::Duration) -> (&'static str, String) {
+    let ms = (db_timeout.as_millis() * 9 / 10).max(1);
+    ("statement_timeout", ms.to_string())
+}
+
 /// Pins [`SEARCH_PATH`] for the rest of the current transaction.
 pub async fn pin_search_path(conn: &mut sqlx::PgConnection) -> Result<(), Error> {
     sqlx::query("select pg_catalog.set_config('search_path', $1, true)")
@@ -227,5 +238,23 @@ pub async fn timed<T>(
     match tokio::time::timeout(after, fut).await {
         Ok(r) => r,
         Err(_) => Err(Error::Timeout { op, after }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::hot_statement_timeout;
+
+    #[test]
+    fn the_server_gives_up_on_a_hot_statement_before_the_client_does() {
+        assert_eq!(
+            hot_statement_timeout(Duration::from_secs(10)),
+            ("statement_timeout", "9000".to_owned())
+        );
+        assert_eq!(hot_statement_timeout(Duration::from_millis(500)).1, "450");
+        // Never 0, which PostgreSQL reads as "no limit".
+        assert_eq!(hot_statement_timeout(Duration::from_millis(1)).1, "1");
     }
 }
