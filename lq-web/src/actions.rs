@@ -1,6 +1,8 @@
 //! The single actions: retry, cancel or delete one job; pause or resume one
 //! queue. The guard has already checked access, Origin and CSRF; each action is
 //! audit-logged, and a refusal is shown as a page (409, 404), never a 500.
+//! Deleting asks first, on the server: a POST without `confirm=yes` gets the
+//! question, not the delete.
 
 use std::sync::Arc;
 
@@ -19,11 +21,15 @@ pub(crate) async fn job(
     ctx: Ctx,
     State(sh): State<Arc<Shared>>,
     Path((id, action)): Path<(String, String)>,
+    Extension(FormBody(form)): Extension<FormBody>,
 ) -> Response {
     let id = match params::parse_id("the job id", &id) {
         Ok(id) => id,
         Err(e) => return ctx.error(PageError::bad_request(e.to_string())),
     };
+    if action == "delete" && form.get("confirm") != Some("yes") {
+        return ctx.render("Delete job", Ok(confirm_delete(&ctx, id)));
+    }
     let result = match action.as_str() {
         "retry" => control::retry_now(&sh.pool, id).await.map(|()| "retried"),
         "cancel" => control::cancel(&sh.pool, id).await.map(|_| "cancelled"),
@@ -39,6 +45,20 @@ pub(crate) async fn job(
         Ok("deleted") => see_other(&ctx.url(&format!("/jobs?done=deleted&job={id}"))),
         Ok(done) => see_other(&ctx.url(&format!("/jobs/{id}?done={done}"))),
         Err(e) => refused(&ctx, id, e),
+    }
+}
+
+/// Asks before deleting job `id`; the answer posts again with `confirm=yes`.
+fn confirm_delete(ctx: &Ctx, id: i64) -> maud::Markup {
+    maud::html! {
+        h1 #confirm-question { "Delete job " (id) " for good?" }
+        p { "A deleted job leaves no history; a queued one never runs." }
+        form.confirm method="post" action=(ctx.url(&format!("/jobs/{id}/delete"))) {
+            (ctx.csrf_field())
+            button.danger type="submit" name="confirm" value="yes" { "Yes, delete job " (id) }
+            " "
+            a href=(ctx.url(&format!("/jobs/{id}"))) { "No, go back" }
+        }
     }
 }
 

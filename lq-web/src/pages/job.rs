@@ -113,7 +113,8 @@ fn actions(ctx: &Ctx, j: &JobRow) -> Markup {
                 (form("cancel", "Cancel", Some("Cancel this job?"), false))
             }
             @if j.state != JobState::Running {
-                (form("delete", "Delete", Some("Delete this job for good?"), true))
+                // The server asks before a delete.
+                (form("delete", "Delete", None, true))
             }
         }
     }

@@ -54,7 +54,7 @@ fn routes(f: &Fixture) -> Vec<PostRoute> {
         (
             "delete one",
             format!("/jobs/{}/delete", f.queued[1]),
-            vec![],
+            vec![("confirm", "yes".into())],
             true,
         ),
         (

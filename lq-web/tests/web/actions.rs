@@ -43,7 +43,19 @@ async fn retry_cancel_and_delete_one_job_then_redirect_with_a_notice() {
             .unwrap();
     assert!(requested);
 
-    let r = post(&app, &format!("/jobs/{}/delete", ids[2]), &[]).await;
+    // A delete asks on the server first, and deletes nothing until answered.
+    post(&app, &format!("/jobs/{}/delete", ids[2]), &[])
+        .await
+        .expect(StatusCode::OK)
+        .has(&format!("Delete job {} for good?", ids[2]))
+        .has(r#"name="confirm" value="yes""#);
+    assert_eq!(state(&db, ids[2]).await.as_deref(), Some("queued"));
+    let r = post(
+        &app,
+        &format!("/jobs/{}/delete", ids[2]),
+        &[("confirm", "yes")],
+    )
+    .await;
     r.expect(StatusCode::SEE_OTHER);
     assert_eq!(r.location(), format!("/jobs?done=deleted&job={}", ids[2]));
     assert_eq!(state(&db, ids[2]).await, None);
@@ -70,13 +82,17 @@ async fn a_refused_single_action_is_a_page_with_the_reason_never_a_500() {
             ids[0]
         ))
         .has(&format!(r#"href="/jobs/{}">Back to job"#, ids[0]));
-    post(&app, &format!("/jobs/{}/delete", ids[1]), &[])
-        .await
-        .expect(StatusCode::CONFLICT)
-        .has(&format!(
-            "job {} is running, so it cannot be deleted",
-            ids[1]
-        ));
+    post(
+        &app,
+        &format!("/jobs/{}/delete", ids[1]),
+        &[("confirm", "yes")],
+    )
+    .await
+    .expect(StatusCode::CONFLICT)
+    .has(&format!(
+        "job {} is running, so it cannot be deleted",
+        ids[1]
+    ));
     post(&app, &format!("/jobs/{held}/retry"), &[])
         .await
         .expect(StatusCode::CONFLICT)
@@ -85,7 +101,7 @@ async fn a_refused_single_action_is_a_page_with_the_reason_never_a_500() {
         .await
         .expect(StatusCode::NOT_FOUND)
         .has("job 424242 does not exist");
-    post(&app, "/jobs/424242/delete", &[])
+    post(&app, "/jobs/424242/delete", &[("confirm", "yes")])
         .await
         .expect(StatusCode::NOT_FOUND);
     post(&app, &format!("/jobs/{}/explode", ids[0]), &[])
