@@ -24,24 +24,17 @@ secs=${2:-5}
 export PGSSLMODE=disable
 probe=$here/target/release/driver-probe
 (cd "$here" && cargo build -q --release -p lq-bench --bin driver-probe)
-admin() { psql -qX "$DATABASE_URL" -v ON_ERROR_STOP=1 "$@"; }
-ceiling_db=lq_parts_ceiling lq_db=lq_parts_lq
+# shellcheck source=bench/experiments/databases.sh
+. "$here/bench/experiments/databases.sh"
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"; admin -c "drop database if exists $ceiling_db with (force)" -c "drop database if exists $lq_db with (force)"' EXIT
-for db in $ceiling_db $lq_db; do
-  admin -c "drop database if exists $db with (force)" -c "create database $db" 2>/dev/null
-done
-ceiling_url="${DATABASE_URL%/*}/$ceiling_db" lq_url="${DATABASE_URL%/*}/$lq_db"
-bench_dir=${LQ_CEILING_DIR:-$here/../shared/bench}
-psql -qX "$ceiling_url" -v ON_ERROR_STOP=1 -f "$bench_dir/schema.sql" >/dev/null 2>&1
-migrations=()
-for f in "$here"/migrations/*.sql; do migrations+=(-f "$f"); done
-psql -qX "$lq_url" -v ON_ERROR_STOP=1 -c "create schema lq" "${migrations[@]}" >/dev/null 2>&1
+trap 'rm -rf "$tmp"; drop_dbs lq_parts_ceiling lq_parts_lq' EXIT
+ceiling_db lq_parts_ceiling
+lq_db lq_parts_lq
+ceiling_url=$(db_url lq_parts_ceiling) lq_url=$(db_url lq_parts_lq)
 # The notifier's statement (lq-core/src/db/enqueue.rs, QUEUES_NOTIFY) for one queue.
 echo "select pg_catalog.pg_notify('lq_jobs', q) from (select pg_catalog.set_config('synchronous_commit', 'off', true)) as a, pg_catalog.unnest(array['default']) as q;" >"$tmp/notify.sql"
 
-pgb() { pgbench "$ceiling_url" -n -M prepared -c 1 -T "$secs" -f "$bench_dir/enqueue_1.sql" 2>&1 |
-    sed -n 's/^tps = \([0-9]*\).*/\1/p'; }
+pgb() { pgbench_insert "$ceiling_url" "$secs"; }
 run() { # what flavour [env...]
   local what=$1 flavour=$2 url=$lq_url; shift 2
   [ "$what" = sql ] && url=$ceiling_url

@@ -13,16 +13,14 @@ here=$(cd "$(dirname "$0")/../.." && pwd)
 base_probe=$1 new_probe=$2
 procs=${3:-4} rounds=${4:-3} secs=${5:-5} delay=${6:-0}
 export PGSSLMODE=disable
-admin() { psql -qX "$DATABASE_URL" -v ON_ERROR_STOP=1 "$@"; }
+# shellcheck source=bench/experiments/databases.sh
+. "$here/bench/experiments/databases.sh"
 db=lq_producer_processes
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"; admin -c "drop database if exists $db with (force)"' EXIT
-admin -c "drop database if exists $db with (force)" -c "create database $db" 2>/dev/null
+trap 'rm -rf "$tmp"; drop_dbs $db' EXIT
+lq_db $db
 admin -c "alter database $db set commit_delay = $delay" -c "alter database $db set commit_siblings = 0"
-url="${DATABASE_URL%/*}/$db"
-migrations=()
-for f in "$here"/migrations/*.sql; do migrations+=(-f "$f"); done
-psql -qX "$url" -v ON_ERROR_STOP=1 -c "create schema lq" "${migrations[@]}" >/dev/null 2>&1
+url=$(db_url $db)
 for r in $(seq "$rounds"); do
   order=(base new); [ $((r % 2)) = 0 ] && order=(new base)
   for build in "${order[@]}"; do

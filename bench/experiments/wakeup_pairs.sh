@@ -14,21 +14,14 @@ base_probe=$1 new_probe=$2
 rounds=${3:-5}
 secs=${4:-5}
 export PGSSLMODE=disable
-admin() { psql -qX "$DATABASE_URL" -v ON_ERROR_STOP=1 "$@"; }
-ceiling_db=lq_wakeup_ceiling lq_db=lq_wakeup_lq
-trap 'admin -c "drop database if exists $ceiling_db with (force)" -c "drop database if exists $lq_db with (force)"' EXIT
-for db in $ceiling_db $lq_db; do
-  admin -c "drop database if exists $db with (force)" -c "create database $db" 2>/dev/null
-done
-ceiling_url="${DATABASE_URL%/*}/$ceiling_db" lq_url="${DATABASE_URL%/*}/$lq_db"
-bench_dir=${LQ_CEILING_DIR:-$here/../shared/bench}
-psql -qX "$ceiling_url" -v ON_ERROR_STOP=1 -f "$bench_dir/schema.sql" >/dev/null 2>&1
-migrations=()
-for f in "$here"/migrations/*.sql; do migrations+=(-f "$f"); done
-psql -qX "$lq_url" -v ON_ERROR_STOP=1 -c "create schema lq" "${migrations[@]}" >/dev/null 2>&1
+# shellcheck source=bench/experiments/databases.sh
+. "$here/bench/experiments/databases.sh"
+trap 'drop_dbs lq_wakeup_ceiling lq_wakeup_lq' EXIT
+ceiling_db lq_wakeup_ceiling
+lq_db lq_wakeup_lq
+ceiling_url=$(db_url lq_wakeup_ceiling) lq_url=$(db_url lq_wakeup_lq)
 
-pgb() { pgbench "$ceiling_url" -n -M prepared -c 1 -T "$secs" -f "$bench_dir/enqueue_1.sql" 2>&1 |
-    sed -n 's/^tps = \([0-9]*\).*/\1/p'; }
+pgb() { pgbench_insert "$ceiling_url" "$secs"; }
 run() { # probe what [env...]
   local probe=$1 what=$2; shift 2
   env DATABASE_URL="$lq_url" "$@" "$probe" "$what" mt "$secs" | sed 's|.* \([0-9]*\)/s$|\1|'

@@ -53,8 +53,8 @@ async fn beat(shared: &Shared, conn: &mut Option<PgConnection>) -> Result<(), Er
     let still: HashSet<i64> = renewed.iter().map(|r| r.id).collect();
     // Renewed under the snapshot's token: signal that attempt, not a newer one.
     for r in renewed.iter().filter(|r| r.cancel_requested) {
-        if let Some(token) = ids.iter().position(|id| *id == r.id).map(|i| tokens[i]) {
-            shared.inflight.cancel_if_held(r.id, token);
+        if let Some((_, h)) = held.iter().find(|(id, _)| *id == r.id) {
+            shared.inflight.cancel_if_held(r.id, h.token);
         }
     }
     for (id, token) in lost(&shared.inflight, &held, &still) {

@@ -43,13 +43,11 @@ impl Inflight {
 
     /// Drops job `id`'s entry if it is still the attempt holding `token`.
     pub fn remove(&self, id: i64, token: Uuid) {
-        let mut jobs = self.lock();
-        if jobs.get(&id).is_some_and(|h| h.token == token) {
-            jobs.remove(&id);
-        }
+        self.remove_all(&[id], &[token]);
     }
 
-    /// Drops the entries of a written batch (`ids[i]` with `tokens[i]`) under one lock.
+    /// Drops the entries of a written batch (`ids[i]` with `tokens[i]`) under one
+    /// lock, each only if it is still the attempt holding that token.
     pub fn remove_all(&self, ids: &[i64], tokens: &[Uuid]) {
         let mut jobs = self.lock();
         for (id, token) in ids.iter().zip(tokens) {

@@ -52,7 +52,7 @@ pub(crate) async fn job(
 fn confirm_delete(ctx: &Ctx, id: i64) -> maud::Markup {
     maud::html! {
         h1 #confirm-question { "Delete job " (id) " for good?" }
-        p { "A deleted job leaves no history; a queued one never runs." }
+        p { (crate::layout::DELETE_IS_FOR_GOOD) }
         form.confirm method="post" action=(ctx.url(&format!("/jobs/{id}/delete"))) {
             (ctx.csrf_field())
             button.danger type="submit" name="confirm" value="yes" { "Yes, delete job " (id) }

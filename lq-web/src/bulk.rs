@@ -1,8 +1,9 @@
 //! `POST /jobs/bulk`: retry, cancel or delete the selected jobs, or every job
 //! a filter matches. Deleting a selection asks first, on the server. For a
-//! filter the server counts first and asks for a confirmation naming the number; the confirmed action acts on at most that
-//! many, among the jobs that existed when it was counted (ids up to the newest
-//! counted), and lists each job it refused with the reason.
+//! filter the server counts first and asks for a confirmation naming the
+//! number; the confirmed action acts on at most that many, among the jobs that
+//! existed when it was counted (ids up to the newest counted), and lists each
+//! job it refused with the reason.
 
 use std::sync::Arc;
 
@@ -214,7 +215,7 @@ fn confirm_selected(ctx: &Ctx, ids: &[i64]) -> Markup {
     let noun = if n == 1 { "job" } else { "jobs" };
     html! {
         h1 #confirm-question { "Delete " (layout::count(n)) " selected " (noun) " for good?" }
-        p { "A deleted job leaves no history; a queued one never runs." }
+        p { (layout::DELETE_IS_FOR_GOOD) }
         form.confirm method="post" action=(ctx.url("/jobs/bulk")) {
             (ctx.csrf_field())
             input type="hidden" name="action" value="delete";

@@ -18,6 +18,10 @@ const NAV: [(&str, &str); 5] = [
     ("/runtimes", "Runtimes"),
 ];
 
+/// What every delete confirmation says before its button.
+pub(crate) const DELETE_IS_FOR_GOOD: &str =
+    "A deleted job leaves no history; a queued one never runs.";
+
 /// A whole page: `body` inside `<main>`, with the navigation and assets.
 pub(crate) fn shell(ctx: &Ctx, title: &str, body: Markup) -> Markup {
     let refresh = ctx.refresh.map(|d| d.as_secs_f64().to_string());

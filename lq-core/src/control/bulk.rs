@@ -31,6 +31,17 @@ enum Action {
     Delete,
 }
 
+impl Action {
+    /// The action's participle, as its refusals name it ("cannot be retried").
+    fn done(self) -> &'static str {
+        match self {
+            Action::Retry => "retried",
+            Action::Cancel => "cancelled",
+            Action::Delete => "deleted",
+        }
+    }
+}
+
 /// Queues every dead or cancelled job matching `filter` (at most `limit`) to run
 /// now with fresh attempts, as [`super::retry_now`] does one. A job whose unique
 /// key a live job holds is refused with [`Error::UniqueKeyHeld`] (of dead jobs
@@ -179,21 +190,18 @@ async fn refusal(
     states: &[JobState],
     action: Action,
 ) -> Result<Error, Error> {
-    let wrong = |action| Error::WrongState { id, state, action };
     if !states.is_empty() && !states.contains(&state) {
-        let action = match action {
-            Action::Retry => "retried",
-            Action::Cancel => "cancelled",
-            Action::Delete => "deleted",
-        };
+        let action = action.done();
         return Ok(Error::LeftFilter { id, state, action });
     }
     Ok(match (action, state) {
         (Action::Retry, JobState::Dead | JobState::Cancelled) => {
             super::unique_key_holder(pool, id).await?
         }
-        (Action::Retry, _) => wrong("retried"),
-        (Action::Cancel, _) => wrong("cancelled"),
-        (Action::Delete, _) => wrong("deleted"),
+        _ => Error::WrongState {
+            id,
+            state,
+            action: action.done(),
+        },
     })
 }

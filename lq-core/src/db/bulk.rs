@@ -6,6 +6,21 @@ use sqlx::PgConnection;
 use super::err;
 use crate::{Error, JobState};
 
+/// Whether a row whose state is `$state` is among the filter's states, bound as
+/// `$2` (every state when that array is empty): each bulk statement checks it
+/// again under the row lock, so a job that changed state after the filter chose
+/// it is left alone.
+macro_rules! in_states {
+    ($state:literal) => {
+        concat!("(cardinality($2::text[]) = 0 or ", $state, " = any($2))")
+    };
+}
+
+/// The names of `states`, as the bulk statements bind them.
+fn state_names(states: &[JobState]) -> Vec<&'static str> {
+    states.iter().map(|s| s.as_str()).collect()
+}
+
 /// Puts the dead or cancelled jobs among `ids` back in the queue to run now with
 /// fresh attempts (errors kept, newest 20), and among them only those in one of
 /// `states` when it is not empty (see [`jobs_delete_many`]). A job whose unique
@@ -16,15 +31,16 @@ pub async fn jobs_retry_many(
     ids: &[i64],
     states: &[JobState],
 ) -> Result<Vec<(i64, JobState, bool)>, Error> {
-    let states: Vec<&str> = states.iter().map(|s| s.as_str()).collect();
-    sqlx::query_as(
+    sqlx::query_as(concat!(
         "with found as materialized (
              select id, state from lq.all_jobs where id = any($1)
          ),
          cand as materialized (
              select * from lq.finished_jobs
              where id = any($1) and state in ('dead', 'cancelled')
-                 and (cardinality($2::text[]) = 0 or state::text = any($2))
+                 and ",
+        in_states!("state::text"),
+        "
              order by id
              for update
          ),
@@ -48,10 +64,10 @@ pub async fn jobs_retry_many(
          select f.id, f.state, exists (select from gone g where g.id = f.id)
          from found f
          where (select count(*) from woken) >= 0
-         order by f.id",
-    )
+         order by f.id"
+    ))
     .bind(ids)
-    .bind(states)
+    .bind(state_names(states))
     .fetch_all(&mut *conn)
     .await
     .map_err(err("jobs_retry_many"))
@@ -67,11 +83,12 @@ pub async fn jobs_cancel_many(
     ids: &[i64],
     states: &[JobState],
 ) -> Result<Vec<(i64, JobState, bool)>, Error> {
-    let states: Vec<&str> = states.iter().map(|s| s.as_str()).collect();
     sqlx::query_as(concat!(
         "with old as materialized (
              select id, state::lq.job_state as state,
-                 cardinality($2::text[]) = 0 or state::text = any($2) as chosen
+                 ",
+        in_states!("state::text"),
+        " as chosen
              from lq.jobs where id = any($1) order by id for update
          ),
          flagged as (
@@ -102,7 +119,7 @@ pub async fn jobs_cancel_many(
          order by id"
     ))
     .bind(ids)
-    .bind(states)
+    .bind(state_names(states))
     .fetch_all(&mut *conn)
     .await
     .map_err(err("jobs_cancel_many"))
@@ -118,16 +135,15 @@ pub async fn jobs_delete_many(
     ids: &[i64],
     states: &[JobState],
 ) -> Result<Vec<(i64, JobState, bool)>, Error> {
-    let states: Vec<&str> = states.iter().map(|s| s.as_str()).collect();
-    sqlx::query_as(
+    sqlx::query_as(concat!(
         "with live as (
              delete from lq.jobs where id = any($1) and state = 'queued'
-                 and (cardinality($2::text[]) = 0 or 'queued' = any($2))
+                 and ", in_states!("'queued'"), "
              returning id, state::lq.job_state as state
          ),
          finished as (
              delete from lq.finished_jobs where id = any($1)
-                 and (cardinality($2::text[]) = 0 or state::text = any($2))
+                 and ", in_states!("state::text"), "
              returning id, state
          ),
          running as (
@@ -136,10 +152,10 @@ pub async fn jobs_delete_many(
          select id, state, true from live
          union all select id, state, true from finished
          union all select id, state, false from running
-         order by 1",
-    )
+         order by 1"
+    ))
     .bind(ids)
-    .bind(states)
+    .bind(state_names(states))
     .fetch_all(&mut *conn)
     .await
     .map_err(err("jobs_delete_many"))
