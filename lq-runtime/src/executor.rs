@@ -106,12 +106,15 @@ async fn run(shared: Arc<Shared>, queue: Arc<str>, job: ClaimedJob, mut slot: Sl
             handler_returned: false,
         },
     );
-    let stopping = slot.waits_for_handler()
-        && tokio::select! {
-            _ = slot.wait_for_handler() => false,
-            _ = shared.stopping.cancelled() => true,
-            _ = cancel.cancelled() => false,
-        };
+    // A job claimed after shutdown began goes back at once, even with a handler
+    // free: the claim was in flight when the runtime stopped claiming.
+    let stopping = shared.stopping.is_cancelled()
+        || (slot.waits_for_handler()
+            && tokio::select! {
+                _ = slot.wait_for_handler() => false,
+                _ = shared.stopping.cancelled() => true,
+                _ = cancel.cancelled() => false,
+            });
     slot.started();
     if stopping || cancel.is_cancelled() {
         // Never started: shutdown hands it back to the queue, its attempt unspent;

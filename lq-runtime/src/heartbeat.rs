@@ -45,17 +45,23 @@ async fn beat(shared: &Shared, conn: &mut Option<PgConnection>) -> Result<(), Er
     let tokens: Vec<_> = held.iter().map(|(_, h)| h.token).collect();
     let secs: Vec<f64> = held.iter().map(|(_, h)| h.lease_secs).collect();
     let timeout = shared.config.db_timeout;
-    let renewed = db::timed("job_heartbeat_many", timeout, async {
+    let answered = db::timed("job_heartbeat_many", timeout, async {
         let c = shared.own_connection(conn, "heartbeat_connect").await?;
         db::lease::job_heartbeat_many(c, &ids, &tokens, &secs).await
     })
     .await?;
-    let still: HashSet<i64> = renewed.iter().map(|r| r.id).collect();
-    // Renewed under the snapshot's token: signal that attempt, not a newer one.
-    for r in renewed.iter().filter(|r| r.cancel_requested) {
+    // Held under the snapshot's token: signal that attempt, not a newer one.
+    let still: HashSet<i64> = answered.iter().map(|r| r.id).collect();
+    for r in answered.iter().filter(|r| r.cancel_requested) {
         if let Some((_, h)) = held.iter().find(|(id, _)| *id == r.id) {
             shared.inflight.cancel_if_held(r.id, h.token);
         }
+    }
+    for r in answered.iter().filter(|r| !r.renewed) {
+        warn!(
+            id = r.id,
+            "lease not renewed: another session holds the job's row locked; retried at the next beat"
+        );
     }
     for (id, token) in lost(&shared.inflight, &held, &still) {
         warn!(
@@ -67,13 +73,13 @@ async fn beat(shared: &Shared, conn: &mut Option<PgConnection>) -> Result<(), Er
     Ok(())
 }
 
-/// The leases of `held` that the beat did not renew (`renewed`) and whose handler
+/// The leases of `held` that the beat did not find still held (`still`) and whose handler
 /// still runs. A job whose handler returned may have had its outcome written
 /// between the snapshot and the beat: that is no loss, and a real loss is reported
 /// by the outcome's writer.
-fn lost(inflight: &Inflight, held: &[(i64, Held)], renewed: &HashSet<i64>) -> Vec<(i64, Uuid)> {
+fn lost(inflight: &Inflight, held: &[(i64, Held)], still: &HashSet<i64>) -> Vec<(i64, Uuid)> {
     held.iter()
-        .filter(|(id, h)| !renewed.contains(id) && inflight.handler_running(*id, h.token))
+        .filter(|(id, h)| !still.contains(id) && inflight.handler_running(*id, h.token))
         .map(|(id, h)| (*id, h.token))
         .collect()
 }

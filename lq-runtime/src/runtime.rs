@@ -24,6 +24,9 @@ use crate::{
 pub struct Runtime {
     shared: Arc<Shared>,
     services: TaskTracker,
+    /// The claimers, apart from the other services: shutdown waits for their
+    /// last claims even past the grace period, so those jobs are handed back.
+    producers: TaskTracker,
     completer: Option<JoinHandle<()>>,
     completer_stop: CancellationToken,
     heartbeat: Option<JoinHandle<()>>,
@@ -43,6 +46,7 @@ impl Runtime {
         cron_jobs: Vec<scheduler::CronJob>,
     ) -> Self {
         let services = TaskTracker::new();
+        let producers = TaskTracker::new();
         let queue_list: Vec<String> = queues.iter().map(|(q, n)| format!("{q}={n}")).collect();
         let completer_stop = CancellationToken::new();
         let heartbeat_stop = CancellationToken::new();
@@ -69,7 +73,7 @@ impl Runtime {
         }
         for (queue, slots) in queues {
             let wake = shared.wakers[&queue].clone();
-            services.spawn(producer::run(
+            producers.spawn(producer::run(
                 shared.clone(),
                 queue,
                 Slots::new(slots, claim_ahead::most(&shared.config, slots)),
@@ -77,6 +81,7 @@ impl Runtime {
             ));
         }
         services.close();
+        producers.close();
         info!(
             owner = %shared.config.owner,
             queues = ?queue_list,
@@ -86,6 +91,7 @@ impl Runtime {
         Self {
             shared,
             services,
+            producers,
             completer: Some(completer),
             completer_stop,
             heartbeat: Some(heartbeat),
@@ -120,7 +126,8 @@ impl Runtime {
 
     /// Graceful stop: claim nothing more, let running jobs finish within the grace
     /// period, then stop the rest and hand them back to the queue at once without
-    /// spending their attempt; write every pending outcome; return.
+    /// spending their attempt; write every pending outcome; return. Jobs of a
+    /// claim still in flight go back when it returns, without running.
     ///
     /// Returns within `shutdown_grace` plus one `db_timeout`, whatever the database
     /// does: writes still pending then are abandoned, and their jobs return to the
@@ -133,7 +140,8 @@ impl Runtime {
         );
         let deadline = tokio::time::Instant::now() + shared.config.shutdown_grace;
         shared.stopping.cancel();
-        let _ = tokio::time::timeout_at(deadline, self.services.wait()).await;
+        let services = async { tokio::join!(self.services.wait(), self.producers.wait()) };
+        let _ = tokio::time::timeout_at(deadline, services).await;
         shared.executors.close();
         if tokio::time::timeout_at(deadline, shared.executors.wait())
             .await
@@ -149,7 +157,11 @@ impl Runtime {
         let (completer_stop, heartbeat_stop) =
             (self.completer_stop.clone(), self.heartbeat_stop.clone());
         let aborts = [&completer, &heartbeat].map(|h| h.as_ref().map(|h| h.abort_handle()));
+        let producers = self.producers.clone();
         let finish = async {
+            // A claim still in flight (held up past the grace period) spawns its
+            // jobs when it returns; they are handed back before the pool closes.
+            producers.wait().await;
             shared.executors.wait().await;
             completer_stop.cancel();
             join("completer", completer).await?;

@@ -10,6 +10,7 @@ mod enqueue;
 mod enqueuer;
 mod hostile;
 mod jobs;
+mod locked_row;
 mod meta;
 mod migrate;
 mod operator_role;

@@ -8,7 +8,7 @@ use lq_runtime::{control, EnqueueOptions, Job, JobContext, JobError, Perform, Ru
 use lq_tests::TestDb;
 use serde::{Deserialize, Serialize};
 
-use crate::jobs::{quick, Ledger};
+use crate::jobs::{quick, Ledger, CLAIM_WAITS_FOR_LOCK};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -71,9 +71,7 @@ async fn a_claim_held_up_past_the_db_timeout_leaves_no_job_leased_by_nobody() {
     control::resume_queue(&db.pool, "default").await.unwrap();
     db.wait_for(
         "the runtime's claim to wait for the lock",
-        "select exists (select from pg_stat_activity
-             where datname = current_database() and wait_event_type = 'Lock'
-               and query like 'with picked%')",
+        CLAIM_WAITS_FOR_LOCK,
         LIMIT,
     )
     .await;

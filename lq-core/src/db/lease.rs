@@ -13,25 +13,45 @@ pub struct HeldLease {
     pub id: i64,
     /// True when a user asked to cancel the job.
     pub cancel_requested: bool,
+    /// False when another session had the job's row locked, so the lease was not
+    /// extended this time; the job still carries this worker's token, so the lease
+    /// is not lost.
+    pub renewed: bool,
 }
 
 /// Extends the leases this worker still holds to `now() + secs[i]`. Jobs missing
 /// from the result were lost (expired and rescued, or finished elsewhere).
+///
+/// Rows locked by another session (an operator's transaction, a bulk action) are
+/// skipped rather than waited for, and come back with `renewed = false`: waiting
+/// would let one locked row hold up the renewal of every other lease until they
+/// all expired.
 pub async fn job_heartbeat_many(
     conn: &mut PgConnection,
     ids: &[i64],
     tokens: &[Uuid],
     secs: &[f64],
 ) -> Result<Vec<HeldLease>, Error> {
-    sqlx::query_as(concat!(
-        held_rows!(),
-        "
-         update lq.jobs j
-         set lease_expires_at = now() + make_interval(secs => d.secs)
-         from held join unnest($1::bigint[], $3::float8[]) as d(id, secs) on d.id = held.id
-         where j.id = held.id
-         returning j.id, j.cancel_requested_at is not null as cancel_requested"
-    ))
+    sqlx::query_as(
+        "with held as materialized (
+             select j.id from lq.jobs j
+             where j.id = any($1::bigint[]) and j.lease_token = any($2::uuid[])
+             order by j.id
+             for update of j skip locked
+         ),
+         renewed as (
+             update lq.jobs j
+             set lease_expires_at = now() + make_interval(secs => d.secs)
+             from held join unnest($1::bigint[], $3::float8[]) as d(id, secs) on d.id = held.id
+             where j.id = held.id
+             returning j.id, j.cancel_requested_at is not null as cancel_requested
+         )
+         select id, cancel_requested, true as renewed from renewed
+         union all
+         select j.id, j.cancel_requested_at is not null, false from lq.jobs j
+         where j.id = any($1::bigint[]) and j.lease_token = any($2::uuid[])
+             and j.id not in (select id from held)",
+    )
     .bind(ids)
     .bind(tokens)
     .bind(secs)

@@ -1,0 +1,104 @@
+//! One running job's row locked by another session (an operator's transaction, a
+//! bulk action waiting on it) for longer than a lease: the heartbeat skips that row
+//! and keeps renewing every other lease, so no other job is rescued and run again.
+
+use std::{sync::Arc, time::Duration};
+
+use lq_runtime::{control, Job, JobContext, JobError, Perform, Runtime};
+use lq_tests::TestDb;
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+
+use crate::jobs::{quick, Ledger};
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// Shared with the handlers through the runtime's state.
+struct Gate {
+    ledger: Ledger,
+    /// Set to true to end every handler; each ignores its cancellation signal
+    /// until then.
+    release: watch::Sender<bool>,
+}
+
+/// Runs until the test releases it; its short lease is kept only by heartbeats.
+#[derive(Serialize, Deserialize, Job)]
+#[job(kind = "test.locked_row", lease = "2s", max_attempts = 5)]
+struct Held {
+    n: u32,
+}
+
+impl Perform for Held {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        let gate = ctx.state::<Arc<Gate>>();
+        gate.ledger.record(ctx.id());
+        let _ = gate
+            .release
+            .subscribe()
+            .wait_for(|released| *released)
+            .await;
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_row_locked_elsewhere_does_not_cost_the_other_jobs_their_leases() {
+    let db = TestDb::new().await;
+    let locked = Held { n: 1 }.enqueue(&db.pool).await.unwrap().id;
+    let other = Held { n: 2 }.enqueue(&db.pool).await.unwrap().id;
+    let gate = Arc::new(Gate {
+        ledger: Ledger::default(),
+        release: watch::Sender::new(false),
+    });
+    let rt = Runtime::builder(db.pool.clone())
+        .config(lq_runtime::RuntimeConfig {
+            db_timeout: Duration::from_millis(500),
+            rescue_interval: Duration::from_millis(100),
+            ..quick()
+        })
+        .queue("default", 4)
+        .state(gate.clone())
+        .start()
+        .await
+        .unwrap();
+    db.wait_for(
+        "both jobs to run",
+        "select count(*) = 2 from lq.jobs where state = 'running'",
+        LIMIT,
+    )
+    .await;
+
+    // Another session locks one running job's row for three lease lengths.
+    let mut lock = db.pool.begin().await.unwrap();
+    sqlx::query("select 1 from lq.jobs where id = $1 for update")
+        .bind(locked)
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+    sqlx::query("select pg_sleep(6)")
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+    lock.commit().await.unwrap();
+
+    gate.release.send_replace(true);
+    db.wait_for(
+        "both jobs to succeed",
+        "select count(*) = 2 from lq.finished_jobs where state = 'succeeded'",
+        LIMIT,
+    )
+    .await;
+    rt.shutdown().await.unwrap();
+
+    let job = control::get(&db.pool, other).await.unwrap();
+    assert_eq!(
+        (job.attempts, job.errors.len()),
+        (1, 0),
+        "the unlocked job kept its lease on heartbeats alone: {:?}",
+        job.errors
+    );
+    assert_eq!(gate.ledger.counts().get(&other), Some(&1));
+    // The locked job's lease could not be extended while it was locked; it may
+    // have expired and been rescued, but it is not lost.
+    assert!(gate.ledger.counts().get(&locked).is_some_and(|n| *n >= 1));
+}
