@@ -106,8 +106,9 @@ async fn run(shared: Arc<Shared>, queue: Arc<str>, job: ClaimedJob, mut slot: Sl
             handler_returned: false,
         },
     );
-    // A job claimed after shutdown began goes back at once, even with a handler
-    // free: the claim was in flight when the runtime stopped claiming.
+    // Once shutdown has begun, a job whose handler has not started goes back at
+    // once, even with a handler free (a claim in flight returned late, or its task
+    // first ran after the stop).
     let stopping = shared.stopping.is_cancelled()
         || (slot.waits_for_handler()
             && tokio::select! {

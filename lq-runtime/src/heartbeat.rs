@@ -45,41 +45,58 @@ async fn beat(shared: &Shared, conn: &mut Option<PgConnection>) -> Result<(), Er
     let tokens: Vec<_> = held.iter().map(|(_, h)| h.token).collect();
     let secs: Vec<f64> = held.iter().map(|(_, h)| h.lease_secs).collect();
     let timeout = shared.config.db_timeout;
-    let answered = db::timed("job_heartbeat_many", timeout, async {
+    let renewed = db::timed("job_heartbeat_many", timeout, async {
         let c = shared.own_connection(conn, "heartbeat_connect").await?;
         db::lease::job_heartbeat_many(c, &ids, &tokens, &secs).await
     })
     .await?;
-    // Held under the snapshot's token: signal that attempt, not a newer one.
-    let still: HashSet<i64> = answered.iter().map(|r| r.id).collect();
-    for r in answered.iter().filter(|r| r.cancel_requested) {
+    // Renewed under the snapshot's token: signal that attempt, not a newer one.
+    for r in renewed.iter().filter(|r| r.cancel_requested) {
         if let Some((_, h)) = held.iter().find(|(id, _)| *id == r.id) {
             shared.inflight.cancel_if_held(r.id, h.token);
         }
     }
-    for r in answered.iter().filter(|r| !r.renewed) {
-        warn!(
-            id = r.id,
-            "lease not renewed: another session holds the job's row locked; retried at the next beat"
-        );
+    let renewed: HashSet<i64> = renewed.iter().map(|r| r.id).collect();
+    let unrenewed = not_renewed(&shared.inflight, &held, &renewed);
+    if unrenewed.is_empty() {
+        return Ok(());
     }
-    for (id, token) in lost(&shared.inflight, &held, &still) {
-        warn!(
-            id,
-            "lease lost: the job's handler is told to stop and its writes will be refused"
-        );
-        shared.inflight.cancel_if_held(id, token);
+    // Skipped as locked elsewhere, or lost: a statement of its own (a newer
+    // snapshot than the heartbeat's) tells which.
+    let (ids, tokens): (Vec<i64>, Vec<Uuid>) = unrenewed.iter().copied().unzip();
+    let still_held = db::timed("job_leases_still_held", timeout, async {
+        let c = shared.own_connection(conn, "heartbeat_connect").await?;
+        db::lease::job_leases_still_held(c, &ids, &tokens).await
+    })
+    .await?;
+    for (id, token) in unrenewed {
+        if still_held.contains(&id) {
+            warn!(
+                id,
+                "lease not renewed: another session holds the job's row locked; retried at the next beat"
+            );
+        } else {
+            warn!(
+                id,
+                "lease lost: the job's handler is told to stop and its writes will be refused"
+            );
+            shared.inflight.cancel_if_held(id, token);
+        }
     }
     Ok(())
 }
 
-/// The leases of `held` that the beat did not find still held (`still`) and whose handler
-/// still runs. A job whose handler returned may have had its outcome written
-/// between the snapshot and the beat: that is no loss, and a real loss is reported
-/// by the outcome's writer.
-fn lost(inflight: &Inflight, held: &[(i64, Held)], still: &HashSet<i64>) -> Vec<(i64, Uuid)> {
+/// The leases of `held` that the beat did not renew and whose handler still runs:
+/// lost, or skipped as locked elsewhere. A job whose handler returned may have had
+/// its outcome written between the snapshot and the beat: that is no loss, and a
+/// real loss is reported by the outcome's writer.
+fn not_renewed(
+    inflight: &Inflight,
+    held: &[(i64, Held)],
+    renewed: &HashSet<i64>,
+) -> Vec<(i64, Uuid)> {
     held.iter()
-        .filter(|(id, h)| !still.contains(id) && inflight.handler_running(*id, h.token))
+        .filter(|(id, h)| !renewed.contains(id) && inflight.handler_running(*id, h.token))
         .map(|(id, h)| (*id, h.token))
         .collect()
 }
@@ -102,7 +119,7 @@ mod tests {
     }
 
     #[test]
-    fn only_a_running_handler_whose_lease_was_not_renewed_has_lost_it() {
+    fn only_running_handlers_whose_lease_was_not_renewed_are_in_question() {
         let inflight = Inflight::default();
         let held = vec![
             hold(&inflight, 1), // renewed
@@ -113,7 +130,10 @@ mod tests {
         inflight.handler_returned(3, held[2].1.token);
         inflight.remove(4, held[3].1.token);
         let renewed = HashSet::from([1]);
-        assert_eq!(lost(&inflight, &held, &renewed), vec![(2, held[1].1.token)]);
+        assert_eq!(
+            not_renewed(&inflight, &held, &renewed),
+            vec![(2, held[1].1.token)]
+        );
     }
 
     #[test]
@@ -122,6 +142,6 @@ mod tests {
         let old = hold(&inflight, 1);
         // The same job, claimed again by this runtime under a new token.
         let _new = hold(&inflight, 1);
-        assert!(lost(&inflight, &[old], &HashSet::new()).is_empty());
+        assert!(not_renewed(&inflight, &[old], &HashSet::new()).is_empty());
     }
 }

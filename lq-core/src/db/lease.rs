@@ -6,26 +6,21 @@ use uuid::Uuid;
 use super::err;
 use crate::Error;
 
-/// A lease still held after a heartbeat.
+/// A lease renewed by a heartbeat.
 #[derive(Debug, sqlx::FromRow)]
 pub struct HeldLease {
     /// Job id.
     pub id: i64,
     /// True when a user asked to cancel the job.
     pub cancel_requested: bool,
-    /// False when another session had the job's row locked, so the lease was not
-    /// extended this time; the job still carries this worker's token, so the lease
-    /// is not lost.
-    pub renewed: bool,
 }
 
 /// Extends the leases this worker still holds to `now() + secs[i]`. Jobs missing
-/// from the result were lost (expired and rescued, or finished elsewhere).
-///
-/// Rows locked by another session (an operator's transaction, a bulk action) are
-/// skipped rather than waited for, and come back with `renewed = false`: waiting
-/// would let one locked row hold up the renewal of every other lease until they
-/// all expired.
+/// from the result were lost (expired and rescued, or finished elsewhere), or
+/// their rows were locked by another session: rows locked elsewhere are skipped
+/// rather than waited for, since waiting would let one locked row hold up the
+/// renewal of every other lease until they all expired.
+/// [`job_leases_still_held`] tells the two apart.
 pub async fn job_heartbeat_many(
     conn: &mut PgConnection,
     ids: &[i64],
@@ -38,19 +33,12 @@ pub async fn job_heartbeat_many(
              where j.id = any($1::bigint[]) and j.lease_token = any($2::uuid[])
              order by j.id
              for update of j skip locked
-         ),
-         renewed as (
-             update lq.jobs j
-             set lease_expires_at = now() + make_interval(secs => d.secs)
-             from held join unnest($1::bigint[], $3::float8[]) as d(id, secs) on d.id = held.id
-             where j.id = held.id
-             returning j.id, j.cancel_requested_at is not null as cancel_requested
          )
-         select id, cancel_requested, true as renewed from renewed
-         union all
-         select j.id, j.cancel_requested_at is not null, false from lq.jobs j
-         where j.id = any($1::bigint[]) and j.lease_token = any($2::uuid[])
-             and j.id not in (select id from held)",
+         update lq.jobs j
+         set lease_expires_at = now() + make_interval(secs => d.secs)
+         from held join unnest($1::bigint[], $3::float8[]) as d(id, secs) on d.id = held.id
+         where j.id = held.id
+         returning j.id, j.cancel_requested_at is not null as cancel_requested",
     )
     .bind(ids)
     .bind(tokens)
@@ -58,6 +46,24 @@ pub async fn job_heartbeat_many(
     .fetch_all(&mut *conn)
     .await
     .map_err(err("job_heartbeat_many"))
+}
+
+/// Which of `ids` still carry one of this worker's lease `tokens` as of now: after
+/// a heartbeat that did not renew them, these were skipped as locked elsewhere, and
+/// the rest were lost.
+pub async fn job_leases_still_held(
+    conn: &mut PgConnection,
+    ids: &[i64],
+    tokens: &[Uuid],
+) -> Result<Vec<i64>, Error> {
+    sqlx::query_scalar(
+        "select id from lq.jobs where id = any($1::bigint[]) and lease_token = any($2::uuid[])",
+    )
+    .bind(ids)
+    .bind(tokens)
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(err("job_leases_still_held"))
 }
 
 /// Returns running jobs whose lease expired to the queue (or ends them `dead` when
