@@ -1,16 +1,36 @@
-//! How soon the notifier may send its next NOTIFY: a token bucket.
+//! How soon the notifier may send its next NOTIFY: a token bucket whose rate
+//! drops while a process enqueues fast.
 //!
 //! A fixed gap between NOTIFYs delayed the wake-up of a producer that enqueues
 //! one job right after the last one ran (about one a millisecond), by up to two
 //! timer ticks. A bucket caps the average rate just the same, but lets a short run
 //! of NOTIFYs through at once, so only a producer that keeps above the rate waits.
+//!
+//! Each NOTIFY is a round trip beside the producer's own, and on a small server
+//! 1,000 of them a second slowed a one-producer enqueue loop by up to a sixth
+//! (bench/FINDINGS.md, stop 38), while a quarter of that rate cost it nothing
+//! measurable. So while pokes (one per enqueue statement that asks for a NOTIFY)
+//! come faster than [`BUSY_POKES_PER_SEC`], where each wake-up finds several jobs
+//! anyway, the rate is [`BUSY_RATE_PER_SEC`]: jobs wait up to 4 ms for a wake-up
+//! instead of 1. Below it (a serial producer, one enqueue a millisecond or fewer)
+//! every poke still wakes workers at once.
 
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-/// NOTIFYs a second that the bucket sustains.
+/// NOTIFYs a second that the bucket sustains while pokes come at a modest rate.
 const RATE_PER_SEC: f64 = 1_000.0;
+
+/// NOTIFYs a second while pokes come faster than [`BUSY_POKES_PER_SEC`].
+const BUSY_RATE_PER_SEC: f64 = 250.0;
+
+/// Pokes a second (enqueue statements in this process, on one database) above
+/// which the bucket refills at [`BUSY_RATE_PER_SEC`].
+const BUSY_POKES_PER_SEC: f64 = 2_000.0;
+
+/// How long pokes are counted before the rate is chosen again.
+const WINDOW: Duration = Duration::from_millis(20);
 
 /// NOTIFYs that may go at once after a quiet spell.
 const BURST: f64 = 8.0;
@@ -20,32 +40,65 @@ const BURST: f64 = 8.0;
 pub(super) struct Pacer {
     tokens: f64,
     refilled_at: Option<Instant>,
+    /// The refill rate now: [`RATE_PER_SEC`] or [`BUSY_RATE_PER_SEC`].
+    rate: f64,
+    /// Pokes sent since `window_from`.
+    pokes: u64,
+    window_from: Option<Instant>,
 }
 
 impl Pacer {
-    /// A full bucket.
+    /// A full bucket at the modest rate.
     pub(super) fn new() -> Self {
         Self {
             tokens: BURST,
             refilled_at: None,
+            rate: RATE_PER_SEC,
+            pokes: 0,
+            window_from: None,
         }
     }
 
     /// Takes a token for a NOTIFY about to be sent at `now`, and returns how long to
     /// wait first: zero while tokens are left, else until the next one is due.
     pub(super) fn take(&mut self, now: Instant) -> Duration {
-        if let Some(then) = self.refilled_at {
-            let earned = now.saturating_duration_since(then).as_secs_f64() * RATE_PER_SEC;
-            self.tokens = (self.tokens + earned).min(BURST);
-        }
-        self.refilled_at = Some(now);
+        self.refill(now);
         self.tokens -= 1.0;
         if self.tokens >= 0.0 {
             Duration::ZERO
         } else {
             // Owed: the wait pays this token back, so the bucket is at zero after it.
-            Duration::from_secs_f64(-self.tokens / RATE_PER_SEC)
+            Duration::from_secs_f64(-self.tokens / self.rate)
         }
+    }
+
+    /// Adds the tokens earned since the last refill, at the rate of that time.
+    fn refill(&mut self, now: Instant) {
+        if let Some(then) = self.refilled_at {
+            let earned = now.saturating_duration_since(then).as_secs_f64() * self.rate;
+            self.tokens = (self.tokens + earned).min(BURST);
+        }
+        self.refilled_at = Some(now);
+    }
+
+    /// Counts the `pokes` a NOTIFY sent at `now` covered, and at the end of each
+    /// window sets the rate from how fast they came.
+    pub(super) fn sent(&mut self, now: Instant, pokes: u64) {
+        let from = *self.window_from.get_or_insert(now);
+        self.pokes += pokes;
+        let counted = now.saturating_duration_since(from);
+        if counted < WINDOW {
+            return;
+        }
+        let per_sec = self.pokes as f64 / counted.as_secs_f64();
+        // Time so far earns at the old rate; only what follows at the new one.
+        self.refill(now);
+        self.rate = if per_sec > BUSY_POKES_PER_SEC {
+            BUSY_RATE_PER_SEC
+        } else {
+            RATE_PER_SEC
+        };
+        (self.pokes, self.window_from) = (0, Some(now));
     }
 }
 
@@ -114,6 +167,73 @@ mod tests {
             elapsed.abs_diff(expected) <= ms(1.0),
             "{elapsed:?} for {sends} sends, expected about {expected:?}"
         );
+    }
+
+    /// NOTIFYs a second that a producer poking every `gap` from `start` gets over
+    /// `secs` seconds, and the longest wait the pacer asked for.
+    fn notifies(pacer: &mut Pacer, start: Instant, gap: Duration, secs: f64) -> (f64, Duration) {
+        let end = start + Duration::from_secs_f64(secs);
+        let (mut now, mut next_poke) = (start, start);
+        let (mut pending, mut sends, mut longest) = (0u64, 0u32, Duration::ZERO);
+        while now < end {
+            while next_poke <= now {
+                pending += 1;
+                next_poke += gap;
+            }
+            if pending == 0 {
+                now = next_poke;
+                continue;
+            }
+            let wait = pacer.take(now);
+            longest = longest.max(wait);
+            now += wait;
+            // Pokes that land during the wait go with this NOTIFY.
+            while next_poke <= now {
+                pending += 1;
+                next_poke += gap;
+            }
+            pacer.sent(now, pending);
+            pending = 0;
+            sends += 1;
+        }
+        (f64::from(sends) / secs, longest)
+    }
+
+    #[test]
+    fn a_fast_producer_is_notified_at_the_busy_rate() {
+        let mut pacer = Pacer::new();
+        // 5,000 pokes a second.
+        let (per_sec, longest) = notifies(&mut pacer, Instant::now(), ms(0.2), 2.0);
+        assert!(
+            (BUSY_RATE_PER_SEC * 0.9..BUSY_RATE_PER_SEC * 1.15).contains(&per_sec),
+            "{per_sec} NOTIFYs a second"
+        );
+        // One NOTIFY every 4 ms, less the poke gap already waited.
+        let gap = Duration::from_secs_f64(1.0 / BUSY_RATE_PER_SEC);
+        assert!(longest <= gap && longest > gap - ms(0.5), "{longest:?}");
+    }
+
+    #[test]
+    fn a_producer_below_the_busy_rate_is_notified_at_once() {
+        let mut pacer = Pacer::new();
+        // 950 pokes a second, as a serial producer makes.
+        let (per_sec, longest) = notifies(&mut pacer, Instant::now(), ms(1.05), 2.0);
+        assert!((900.0..1_000.0).contains(&per_sec), "{per_sec}");
+        assert_eq!(longest, Duration::ZERO);
+    }
+
+    #[test]
+    fn the_modest_rate_returns_after_a_fast_spell() {
+        let mut pacer = Pacer::new();
+        let start = Instant::now();
+        notifies(&mut pacer, start, ms(0.2), 1.0);
+        assert_eq!(pacer.rate, BUSY_RATE_PER_SEC);
+        // A quiet second, then a serial producer: after one window it waits no more.
+        let later = start + Duration::from_secs(2);
+        notifies(&mut pacer, later, ms(1.05), 0.05);
+        assert_eq!(pacer.rate, RATE_PER_SEC);
+        let (_, longest) = notifies(&mut pacer, later + ms(50.0), ms(1.05), 1.0);
+        assert_eq!(longest, Duration::ZERO);
     }
 
     #[test]
