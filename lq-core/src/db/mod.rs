@@ -8,11 +8,12 @@ use std::{future::Future, time::Duration};
 
 use crate::Error;
 
-/// The opening CTE of every batch write fenced by lease tokens: it finds the rows
-/// by primary key (`id = any($1)`), keeps those whose current token is one of
-/// `$2` (exact fencing, since every claim mints a fresh random token), and locks
-/// them in id order, so two batches of one worker (heartbeat, completions,
-/// hand-back) can never deadlock.
+/// The opening CTE of every batch write fenced by lease tokens (but the
+/// heartbeat's, which skips locked rows): it finds the rows by primary key
+/// (`id = any($1)`), keeps those whose current token is one of `$2` (exact
+/// fencing, since every claim mints a fresh random token), and locks them in id
+/// order, so two batches of one worker (completions, hand-back) can never
+/// deadlock.
 ///
 /// It also reads, from the locked (so newest) row version, whether a cancel was
 /// requested: statements that split the rows by it must decide here, not in a
