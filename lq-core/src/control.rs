@@ -40,7 +40,10 @@ const CONTROL_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Runs `f` in a transaction of its own whose `search_path` is pinned to
 /// `pg_catalog` (see `db::SEARCH_PATH`): an application's pool may have any
-/// setting, and no other role's functions may run in a control call.
+/// setting, and no other role's functions may run in a control call. The server
+/// cancels a statement before the call's bound runs out, so a call that timed
+/// out (a count over a huge history, a row locked elsewhere) leaves nothing
+/// running on the application's pool.
 async fn pinned<T, F>(pool: &PgPool, op: &'static str, f: F) -> Result<T, Error>
 where
     F: for<'c> FnOnce(
@@ -49,7 +52,7 @@ where
 {
     db::timed(op, CONTROL_TIMEOUT, async {
         let mut tx = pool.begin().await.map_err(db::err(op))?;
-        db::pin_search_path(&mut tx).await?;
+        db::pin_transaction(&mut tx, CONTROL_TIMEOUT).await?;
         let out = f(&mut tx).await?;
         tx.commit().await.map_err(db::err(op))?;
         Ok(out)

@@ -1,6 +1,9 @@
 //! Applies the SQL files in `migrations/`, embedded at compile time.
 
+use std::time::Duration;
+
 use sqlx::{Connection, PgPool};
+use tokio::time::Instant;
 
 use crate::{db, Error};
 
@@ -43,22 +46,53 @@ const MIGRATIONS: &[(&str, &str)] = &[
 /// [`Error::SchemaNotOwned`], to change a schema `lq` owned by a role the caller
 /// is not a member of: that role could replace the tables under it.
 ///
+/// A migration that changes `lq.jobs` needs it to itself for a moment. While it
+/// waits for that, every claim, enqueue and heartbeat queues behind it, so it
+/// waits at most 2 s at a time: it then rolls back, lets them through, and tries
+/// again, for up to two minutes in all. An application transaction left open on
+/// `lq.jobs` for longer fails the migration with the lock error, and the queue
+/// kept working meanwhile.
+///
 /// ```no_run
 /// # async fn f(pool: sqlx::PgPool) -> Result<(), lq_core::Error> {
 /// lq_core::migrate(&pool).await?;
 /// # Ok(()) }
 /// ```
 pub async fn migrate(pool: &PgPool) -> Result<(), Error> {
-    db::timed("migrate", MIGRATE_TIMEOUT, apply_all(pool)).await
+    let deadline = Instant::now() + MIGRATE_TIMEOUT;
+    let mut pause = Duration::from_millis(200);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match db::timed("migrate", left, apply_all(pool, left)).await {
+            Err(e)
+                if db::migration::waited_too_long_for_a_lock(&e)
+                    && left > pause + LOCK_WAIT * 2 =>
+            {
+                tracing::warn!(
+                    error = %crate::chain(&e),
+                    "litequeue migration gave way to a lock held elsewhere; trying again"
+                );
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_secs(5));
+            }
+            done => return done,
+        }
+    }
 }
 
 /// Bound on a whole migration run, waiting for a concurrent migrator included.
-const MIGRATE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(120);
+const MIGRATE_TIMEOUT: Duration = Duration::from_secs(120);
 
-async fn apply_all(pool: &PgPool) -> Result<(), Error> {
+/// How long a migration's statement waits for a lock before the migration rolls
+/// back and tries again. While it waits, every statement on the same table queues
+/// behind it (claims, enqueues, heartbeats): an application transaction left open
+/// would otherwise stall the queue for as long as it stays open.
+const LOCK_WAIT: Duration = Duration::from_secs(2);
+
+async fn apply_all(pool: &PgPool, bound: Duration) -> Result<(), Error> {
     let mut conn = pool.acquire().await.map_err(db::err("migrate"))?;
     let mut tx = conn.begin().await.map_err(db::err("migrate"))?;
-    db::pin_search_path(&mut tx).await?;
+    db::pin_transaction(&mut tx, bound).await?;
     let found = db::migration::version(&mut tx).await?;
     if found == SCHEMA_VERSION {
         return Ok(()); // nothing to do: no lock, no CREATE
@@ -66,7 +100,7 @@ async fn apply_all(pool: &PgPool) -> Result<(), Error> {
     if let Some(owner) = db::migration::schema_foreign_owner(&mut tx).await? {
         return Err(Error::SchemaNotOwned { owner });
     }
-    db::migration::lock(&mut tx).await?;
+    db::migration::lock(&mut tx, LOCK_WAIT).await?;
     let found = db::migration::current(&mut tx).await?;
     if found > SCHEMA_VERSION {
         return Err(Error::SchemaTooNew {
@@ -85,14 +119,10 @@ async fn apply_all(pool: &PgPool) -> Result<(), Error> {
 
 /// The schema version found in the database (0 when litequeue was never migrated).
 pub async fn schema_version(pool: &PgPool) -> Result<i32, Error> {
-    db::timed(
-        "schema_version",
-        std::time::Duration::from_secs(30),
-        async {
-            let mut conn = pool.acquire().await.map_err(db::err("schema_version"))?;
-            db::migration::version(&mut conn).await
-        },
-    )
+    db::timed("schema_version", Duration::from_secs(30), async {
+        let mut conn = pool.acquire().await.map_err(db::err("schema_version"))?;
+        db::migration::version(&mut conn).await
+    })
     .await
 }
 
@@ -129,4 +159,15 @@ pub async fn pending_migrations(pool: &PgPool) -> Result<Vec<PendingMigration>, 
             sql,
         })
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    /// Compiles only while [`super::migrate`]'s future is `Send`, so an
+    /// application can spawn it (it was not while it ran `sqlx::raw_sql`).
+    #[allow(dead_code)]
+    fn migrate_can_be_spawned(pool: sqlx::PgPool) {
+        fn send<T: Send>(_: T) {}
+        send(async move { super::migrate(&pool).await });
+    }
 }

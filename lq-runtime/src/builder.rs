@@ -232,17 +232,17 @@ impl RuntimeBuilder {
         preflight::check_connections(&mut app_conn, timeout, needed).await?;
         drop(app_conn);
         // Every statement on the runtime's own connections resolves functions,
-        // operators and types in pg_catalog only (guarantee 10).
+        // operators and types in pg_catalog only (guarantee 10), and the server
+        // cancels it before the client's db_timeout gives up on it.
         let options = self
             .pool
             .connect_options()
             .as_ref()
             .clone()
-            .options([("search_path", db::SEARCH_PATH)]);
+            .options([("search_path", db::SEARCH_PATH)])
+            .options([db::statement_timeout_within(self.config.db_timeout)]);
         let pool = runtime_pool(size, timeout, options.clone());
-        let hot = options
-            .options(db::HOT_PATH_SETTINGS)
-            .options([db::hot_statement_timeout(self.config.db_timeout)]);
+        let hot = options.options(db::HOT_PATH_SETTINGS);
         let overlap = preflight::overlap_connections(claim_conns);
         let hot_pool = runtime_pool(claim_conns + overlap, timeout, hot.clone());
         let completer_pool = runtime_pool(1, timeout, hot);

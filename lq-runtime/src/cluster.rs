@@ -38,9 +38,15 @@ struct View {
     /// Set while this runtime leads: when it must stop acting as leader if no
     /// renewal succeeds first.
     until: Option<Instant>,
-    /// The kinds the current leader (another runtime) declares, if known; its
-    /// cron schedules are its to fire.
-    leader_kinds: Option<HashSet<String>>,
+    /// What the current leader (another runtime) declares, if known: the cron
+    /// schedules it fires are its to fire.
+    leader: Option<LeaderView>,
+}
+
+/// The kinds another runtime that leads declares, and the queues it serves.
+pub(crate) struct LeaderView {
+    kinds: HashSet<String>,
+    queues: HashSet<String>,
 }
 
 impl Leadership {
@@ -56,23 +62,25 @@ impl Leadership {
         view.until.is_some_and(|until| Instant::now() < until)
     }
 
-    /// Whether this runtime should fire `kind`'s cron schedule: when it leads,
-    /// when no leader is known, or when the leader does not declare the kind.
-    /// Firing stays exactly once per tick whoever fires (`lq.cron_ticks`).
-    pub fn fires_cron(&self, kind: &str) -> bool {
+    /// Whether this runtime should fire the cron schedule of `kind`, a kind of
+    /// `queue`: when it leads, when no leader is known, or when the leader does
+    /// not schedule it (a runtime schedules the recurring kinds it declares in the
+    /// queues it serves). Firing stays exactly once per tick whoever fires
+    /// (`lq.cron_ticks`).
+    pub fn fires_cron(&self, kind: &str, queue: &str) -> bool {
         if self.is_leader() {
             return true;
         }
         let view = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        view.leader_kinds
+        view.leader
             .as_ref()
-            .is_none_or(|kinds| !kinds.contains(kind))
+            .is_none_or(|l| !(l.kinds.contains(kind) && l.queues.contains(queue)))
     }
 
-    fn set(&self, until: Option<Instant>, leader_kinds: Option<HashSet<String>>) {
+    fn set(&self, until: Option<Instant>, leader: Option<LeaderView>) {
         let mut view = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         view.until = until;
-        view.leader_kinds = leader_kinds;
+        view.leader = leader;
     }
 
     fn expire(&self) {
@@ -121,8 +129,8 @@ pub(crate) async fn run(shared: Arc<Shared>, queues: Vec<(String, usize)>) {
                 }
                 leading = true;
             }
-            Ok(Beat::Following(kinds)) => {
-                shared.leadership.set(None, kinds);
+            Ok(Beat::Following(leader)) => {
+                shared.leadership.set(None, leader);
                 if leading {
                     info!("this runtime is no longer the maintenance leader");
                     crate::telemetry::leader(false);
@@ -152,8 +160,8 @@ pub(crate) async fn run(shared: Arc<Shared>, queues: Vec<(String, usize)>) {
 
 enum Beat {
     Leading,
-    /// Another runtime leads; the kinds it declares, when its row was found.
-    Following(Option<HashSet<String>>),
+    /// Another runtime leads; what it declares, when its row was found.
+    Following(Option<LeaderView>),
 }
 
 async fn beat(
@@ -183,8 +191,11 @@ async fn beat(
             }
             return Ok(Beat::Leading);
         }
-        let kinds = db::cluster::leader_kinds(c).await?;
-        Ok(Beat::Following(kinds.map(|k| k.into_iter().collect())))
+        let leader = db::cluster::leader_kinds(c).await?;
+        Ok(Beat::Following(leader.map(|(kinds, queues)| LeaderView {
+            kinds: kinds.into_iter().collect(),
+            queues: queues.into_iter().collect(),
+        })))
     })
     .await
 }

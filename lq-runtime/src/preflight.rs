@@ -81,7 +81,7 @@ pub(crate) async fn check_privileges(
     let (role, missing) = db::timed("runtime_privileges", timeout, async {
         // On the application's connection: pinned like every litequeue statement.
         let mut tx = conn.begin().await.map_err(db::err("runtime_privileges"))?;
-        db::pin_search_path(&mut tx).await?;
+        db::pin_transaction(&mut tx, timeout).await?;
         db::maintenance::runtime_missing_privileges(&mut tx).await
     })
     .await?;
@@ -117,7 +117,7 @@ pub(crate) async fn check_connections(
             .begin()
             .await
             .map_err(db::err("server_connection_room"))?;
-        db::pin_search_path(&mut tx).await?;
+        db::pin_transaction(&mut tx, timeout).await?;
         db::maintenance::server_connection_room(&mut tx).await
     })
     .await?;

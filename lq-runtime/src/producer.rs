@@ -52,7 +52,7 @@ struct Conn {
 /// the rest of a small server idle. Claims in flight
 /// always run to their end, also at shutdown, so none leaves jobs leased by nobody;
 /// and one held up on the server (a lock, a stall) is cancelled there before the
-/// client's `db_timeout` gives up on it (`db::hot_statement_timeout`), so it never
+/// client's `db_timeout` gives up on it (`db::statement_timeout_within`), so it never
 /// commits behind an abandoned connection.
 pub(crate) async fn run(shared: Arc<Shared>, queue: String, slots: Slots, wake: Arc<QueueWake>) {
     let mut main = Some(Conn {

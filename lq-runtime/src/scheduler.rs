@@ -114,9 +114,13 @@ pub(crate) async fn run(shared: Arc<Shared>, jobs: Vec<CronJob>) {
     loop {
         let mut wait = MAX_WAIT;
         for job in &jobs {
-            // The leader fires the schedules of the kinds it declares; the
-            // others fire only those it does not know.
-            if !shared.leadership.fires_cron(job.desc.kind) {
+            // The leader fires the schedules it has; the others fire only those
+            // it does not (a kind it does not declare, or whose queue it does
+            // not serve).
+            if !shared
+                .leadership
+                .fires_cron(job.desc.kind, job.desc.options.queue)
+            {
                 continue;
             }
             match pass(&shared, job)

@@ -122,13 +122,17 @@ async fn tend(shared: &Shared, table: JobTable, warned: &mut bool) {
     }
     // Vacuum may take longer than a statement normally should; it is bounded
     // by a generous multiple of the db timeout.
-    let r = db::timed("job_table_vacuum", shared.config.db_timeout * 6, async {
+    let bound = shared.config.db_timeout * 6;
+    let r = db::timed("job_table_vacuum", bound, async {
         let mut conn = shared
             .pool
             .acquire()
             .await
             .map_err(db::err("job_table_vacuum"))?;
-        db::maintenance::job_table_vacuum(&mut conn, table, need.vacuum).await
+        // The vacuum raises the session's statement_timeout to its own bound: the
+        // connection is closed after it, not handed to a statement of the pool's.
+        conn.close_on_drop();
+        db::maintenance::job_table_vacuum(&mut conn, table, need.vacuum, bound).await
     })
     .await;
     match r {

@@ -350,3 +350,33 @@ async fn pruning_the_rollup_removes_only_minutes_past_the_retention() {
     assert_eq!(left.len(), 1);
     assert!(left[0] < 3600.0, "the recent minute stays: {left:?}");
 }
+
+/// A control call held up past its bound (here by a table locked elsewhere) is
+/// cancelled by the server before the client gives up, so nothing of it keeps
+/// running on the application's pool once the call has failed.
+#[tokio::test]
+async fn a_control_call_held_up_past_its_bound_is_cancelled_on_the_server() {
+    let db = TestDb::new().await;
+    let mut lock = db.pool.begin().await.unwrap();
+    sqlx::query("lock table lq.finished_jobs in access exclusive mode")
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+    let e = control::count(&db.pool, &JobFilter::new().state(JobState::Dead))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        lq_core::sqlstate_in(&e).as_deref(),
+        Some("57014"),
+        "the server cancelled the statement (query_canceled): {e}"
+    );
+    let waiting: i64 = sqlx::query_scalar(
+        "select count(*) from pg_stat_activity
+         where datname = current_database() and wait_event_type = 'Lock'",
+    )
+    .fetch_one(&mut *lock)
+    .await
+    .unwrap();
+    assert_eq!(waiting, 0, "the count still waits on the server");
+    lock.rollback().await.unwrap();
+}

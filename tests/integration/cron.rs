@@ -223,6 +223,53 @@ async fn three_runtimes_share_one_schedule_and_fire_each_tick_once() {
     assert_eq!(early, 0);
 }
 
+/// The leader links a recurring type but does not serve its queue, so it does
+/// not schedule it: the runtime that serves the queue fires it. (A follower used
+/// to defer to any leader that merely linked the type, and the schedule never
+/// fired while that leader led.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_that_does_not_serve_a_recurring_kinds_queue_leaves_it_to_one_that_does() {
+    let db = TestDb::new().await;
+    let config = || RuntimeConfig {
+        poll_interval: Duration::from_millis(100),
+        ..RuntimeConfig::default()
+    };
+    let leader = Runtime::builder(db.another_pool(4).await)
+        .config(RuntimeConfig {
+            owner: "rt-leader".into(),
+            ..config()
+        })
+        .queue("default", 1)
+        .start()
+        .await
+        .unwrap();
+    db.wait_for(
+        "rt-leader to lead",
+        "select exists (select from lq.leader where holder = 'rt-leader' and expires_at > now())",
+        Duration::from_secs(30),
+    )
+    .await;
+    let follower = Runtime::builder(db.another_pool(4).await)
+        .config(config())
+        .queue("cron-test", 1)
+        .start()
+        .await
+        .unwrap();
+    db.wait_for(
+        "two ticks fired by the runtime that serves the queue",
+        "select count(*) >= 2 from lq.cron_ticks where kind = 'test.every_second'",
+        Duration::from_secs(30),
+    )
+    .await;
+    let holder: String = sqlx::query_scalar("select holder from lq.leader")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(holder, "rt-leader", "the leader did not change meanwhile");
+    follower.shutdown().await.unwrap();
+    leader.shutdown().await.unwrap();
+}
+
 /// A stored last tick in the future (a host whose clock ran ahead, a hand edit)
 /// would stall the schedule until then; the next pass moves it back to now and
 /// says so, and the schedule fires from there.

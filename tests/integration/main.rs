@@ -1,5 +1,6 @@
 //! Integration tests against a real PostgreSQL; each test has its own database.
 
+mod abandoned_statement;
 mod bulk;
 mod claim_ahead;
 mod cluster;

@@ -1,5 +1,7 @@
 //! The migration runner: idempotent and safe when run concurrently.
 
+use std::time::Duration;
+
 use lq_tests::TestDb;
 
 #[tokio::test]
@@ -115,28 +117,7 @@ async fn upgrading_to_version_3_moves_finished_jobs_to_the_history() {
 #[tokio::test]
 async fn upgrading_to_version_8_keeps_live_jobs_leases_and_version_7_statements() {
     let db = TestDb::new().await;
-    let mut v7 = String::from(
-        "drop schema lq cascade;
-         create schema lq;
-         create table lq.schema_migrations (
-             version integer primary key, name text not null, applied_at timestamptz not null default now());
-         insert into lq.schema_migrations (version, name) values
-             (1, '0001_jobs'), (2, '0002_cron'), (3, '0003_finished_jobs'), (4, '0004_unique_per_kind'),
-             (5, '0005_operations'), (6, '0006_stats'), (7, '0007_claim_room');
-         ",
-    );
-    for sql in [
-        include_str!("../../migrations/0001_jobs.sql"),
-        include_str!("../../migrations/0002_cron.sql"),
-        include_str!("../../migrations/0003_finished_jobs.sql"),
-        include_str!("../../migrations/0004_unique_per_kind.sql"),
-        include_str!("../../migrations/0005_operations.sql"),
-        include_str!("../../migrations/0006_stats.sql"),
-        include_str!("../../migrations/0007_claim_room.sql"),
-    ] {
-        v7.push_str(sql);
-        v7.push('\n');
-    }
+    let mut v7 = version_7_schema();
     v7.push_str(
         "insert into lq.jobs (kind, queue, payload, max_attempts, state, attempts, unique_key,
              lease_token, lease_owner, lease_expires_at)
@@ -243,4 +224,77 @@ async fn view_oid_and_grants(pool: &sqlx::PgPool) -> (i64, String) {
     .fetch_one(pool)
     .await
     .unwrap()
+}
+
+/// SQL that replaces the `lq` schema with version 7's, as a database migrated
+/// before version 8 has it.
+fn version_7_schema() -> String {
+    let mut v7 = String::from(
+        "drop schema lq cascade;
+         create schema lq;
+         create table lq.schema_migrations (
+             version integer primary key, name text not null, applied_at timestamptz not null default now());
+         insert into lq.schema_migrations (version, name) values
+             (1, '0001_jobs'), (2, '0002_cron'), (3, '0003_finished_jobs'), (4, '0004_unique_per_kind'),
+             (5, '0005_operations'), (6, '0006_stats'), (7, '0007_claim_room');
+         ",
+    );
+    for sql in [
+        include_str!("../../migrations/0001_jobs.sql"),
+        include_str!("../../migrations/0002_cron.sql"),
+        include_str!("../../migrations/0003_finished_jobs.sql"),
+        include_str!("../../migrations/0004_unique_per_kind.sql"),
+        include_str!("../../migrations/0005_operations.sql"),
+        include_str!("../../migrations/0006_stats.sql"),
+        include_str!("../../migrations/0007_claim_room.sql"),
+    ] {
+        v7.push_str(sql);
+        v7.push('\n');
+    }
+    v7
+}
+
+/// An upgrade that rewrites `lq.jobs` waits for an application's transaction
+/// left open on it. Every statement on the table queues behind that wait, so the
+/// migration gives way after a short wait and tries again: an enqueue made
+/// meanwhile goes through, and the migration applies once the transaction ends.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_migration_waiting_for_a_lock_lets_the_queue_work_meanwhile() {
+    let db = TestDb::new().await;
+    sqlx::raw_sql(&version_7_schema())
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let insert =
+        "insert into lq.jobs (kind, queue, payload, max_attempts) values ('a', 'default', '{}', 3)";
+    let mut open = db.pool.begin().await.unwrap();
+    sqlx::query(insert).execute(&mut *open).await.unwrap();
+
+    let meanwhile = async {
+        db.wait_for(
+            "the migration to wait for the open transaction's lock",
+            "select exists (select from pg_stat_activity
+               where datname = current_database() and wait_event_type = 'Lock'
+                 and query like '-- litequeue schema, version 8%')",
+            Duration::from_secs(60),
+        )
+        .await;
+        // Queued behind the migration's lock request until the migration gives way.
+        tokio::time::timeout(
+            Duration::from_secs(30),
+            sqlx::query(insert).execute(&db.pool),
+        )
+        .await
+        .expect("an enqueue waited behind the migration as long as the transaction stayed open")
+        .unwrap();
+        open.commit().await.unwrap();
+    };
+    let (migrated, ()) = tokio::join!(lq_runtime::migrate(&db.pool), meanwhile);
+    migrated.unwrap();
+    assert_eq!(lq_runtime::schema_version(&db.pool).await.unwrap(), 8);
+    let jobs: i64 = sqlx::query_scalar("select count(*) from lq.jobs")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(jobs, 2);
 }

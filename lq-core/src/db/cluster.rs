@@ -127,11 +127,15 @@ pub async fn runtimes_list(conn: &mut PgConnection) -> Result<Vec<RuntimeRow>, E
     .map_err(err("runtimes_list"))
 }
 
-/// The kinds the current leader declares, if a valid lease and its holder's row
-/// exist.
-pub async fn leader_kinds(conn: &mut PgConnection) -> Result<Option<Vec<String>>, Error> {
-    sqlx::query_scalar(
-        "select r.kinds from lq.leader l join lq.runtimes r on r.id = l.holder
+/// The kinds the current leader declares and the queues it serves, if a valid
+/// lease and its holder's row exist: it schedules the recurring kinds among the
+/// first whose queue is among the second.
+pub async fn leader_kinds(
+    conn: &mut PgConnection,
+) -> Result<Option<(Vec<String>, Vec<String>)>, Error> {
+    sqlx::query_as(
+        "select r.kinds, array(select pg_catalog.jsonb_object_keys(r.queues)) as queues
+         from lq.leader l join lq.runtimes r on r.id = l.holder
          where l.name = 'maintenance' and l.expires_at >= now()",
     )
     .fetch_optional(&mut *conn)

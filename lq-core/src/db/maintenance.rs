@@ -185,10 +185,15 @@ pub async fn job_table_stats(
 
 /// Vacuums and analyzes `table` (or only analyzes it), skipping it if another
 /// vacuum holds it.
+///
+/// A vacuum may run longer than the connection's `statement_timeout` allows other
+/// statements, so it runs under `bound` (the client's own bound for it). That
+/// setting stays on the session: run it on a connection closed afterwards.
 pub async fn job_table_vacuum(
     conn: &mut PgConnection,
     table: JobTable,
     vacuum: bool,
+    bound: std::time::Duration,
 ) -> Result<(), Error> {
     let sql = match (table, vacuum) {
         (JobTable::Live, true) => "vacuum (analyze, skip_locked) lq.jobs",
@@ -196,6 +201,13 @@ pub async fn job_table_vacuum(
         (JobTable::Finished, true) => "vacuum (analyze, skip_locked) lq.finished_jobs",
         (JobTable::Finished, false) => "analyze (skip_locked) lq.finished_jobs",
     };
+    let (name, value) = super::statement_timeout_within(bound);
+    sqlx::query("select pg_catalog.set_config($1, $2, false)")
+        .bind(name)
+        .bind(value)
+        .execute(&mut *conn)
+        .await
+        .map_err(err("job_table_vacuum"))?;
     sqlx::Executor::execute(&mut *conn, sql)
         .await
         .map_err(err("job_table_vacuum"))?;

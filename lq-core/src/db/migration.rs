@@ -22,17 +22,27 @@ pub async fn schema_foreign_owner(conn: &mut PgConnection) -> Result<Option<Stri
     .map_err(err("migration_schema_owner"))
 }
 
-/// Takes the migration lock for the rest of the transaction, pins the
-/// transaction's `search_path` (see `db::SEARCH_PATH`) and makes sure the schema
-/// and its version table exist.
-pub async fn lock(conn: &mut PgConnection) -> Result<(), Error> {
-    super::pin_search_path(conn).await?;
+/// Takes the migration lock for the rest of the transaction and makes sure the
+/// schema and its version table exist. From here on, a statement that waits
+/// longer than `lock_wait` for a lock fails with `lock_not_available` (see
+/// [`waited_too_long_for_a_lock`]): a migration waiting for a table lock queues
+/// every later statement on that table behind it, so it gives way rather than
+/// stall the queue while an application's transaction stays open.
+pub async fn lock(conn: &mut PgConnection, lock_wait: std::time::Duration) -> Result<(), Error> {
+    sqlx::query("select pg_catalog.set_config('lock_timeout', $1, true)")
+        .bind(lock_wait.as_millis().max(1).to_string())
+        .execute(&mut *conn)
+        .await
+        .map_err(err("migration_lock"))?;
     sqlx::query("select pg_advisory_xact_lock($1)")
         .bind(MIGRATION_LOCK_KEY)
         .execute(&mut *conn)
         .await
         .map_err(err("migration_lock"))?;
-    sqlx::raw_sql(
+    // A plain string with no arguments goes as a simple query (several statements);
+    // `sqlx::raw_sql` would do the same, but its future is not provably `Send`.
+    sqlx::Executor::execute(
+        &mut *conn,
         "create schema if not exists lq;
          create table if not exists lq.schema_migrations (
              version    integer primary key,
@@ -40,10 +50,15 @@ pub async fn lock(conn: &mut PgConnection) -> Result<(), Error> {
              applied_at timestamptz not null default now()
          );",
     )
-    .execute(&mut *conn)
     .await
     .map_err(err("migration_bootstrap"))?;
     Ok(())
+}
+
+/// Whether `e` is a statement of a migration that gave up waiting for a lock
+/// (SQLSTATE 55P03, `lock_not_available`): worth another try later.
+pub fn waited_too_long_for_a_lock(e: &Error) -> bool {
+    super::sqlstate(e).as_deref() == Some("55P03")
 }
 
 /// Highest applied version, inside the locked transaction.
@@ -61,8 +76,7 @@ pub async fn apply(
     name: &str,
     sql: &str,
 ) -> Result<(), Error> {
-    sqlx::raw_sql(sql)
-        .execute(&mut *conn)
+    sqlx::Executor::execute(&mut *conn, sql)
         .await
         .map_err(err("migration_apply"))?;
     sqlx::query("insert into lq.schema_migrations (version, name) values ($1, $2)")

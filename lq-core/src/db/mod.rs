@@ -177,7 +177,7 @@ pub fn sqlstate(e: &Error) -> Option<String> {
 /// The `search_path` every litequeue statement runs under: functions, operators
 /// and types resolve in `pg_catalog` only, never in a schema another role can
 /// write to. The runtime's own connections start with it; calls on an
-/// application's connection pin it for their transaction ([`pin_search_path`]) or
+/// application's connection pin it for their transaction ([`pin_transaction`]) or
 /// qualify every name (the enqueue statements, which run in the caller's
 /// transaction and must leave its settings alone).
 pub const SEARCH_PATH: &str = "pg_catalog,pg_temp";
@@ -204,24 +204,37 @@ pub const HOT_PATH_SETTINGS: [(&str, &str); 5] = [
     ("enable_sort", "off"),
 ];
 
-/// The `statement_timeout` setting of the runtime's hot-path connections (claims
-/// and completion writes) for its `db_timeout`: nine tenths of it, so the server
+/// The `statement_timeout` setting of every connection the runtime opens, for a
+/// client bound of `bound` (its `db_timeout`): nine tenths of it, so the server
 /// cancels a statement held up that long (a lock, a stall) and it commits nothing,
 /// before the client gives up on it. A claim the client had abandoned would still
 /// commit once unblocked, leaving its jobs leased by nobody, their attempts spent,
-/// until their leases expired.
-pub fn hot_statement_timeout(db_timeout: std::time::Duration) -> (&'static str, String) {
-    let ms = (db_timeout.as_millis() * 9 / 10).max(1);
+/// until their leases expired; any other abandoned statement would hold its pooled
+/// connection until then (sqlx pings a connection as it takes it back, and the
+/// ping waits for the statement), until the pool had none left for the rescuer.
+pub fn statement_timeout_within(bound: std::time::Duration) -> (&'static str, String) {
+    let ms = (bound.as_millis() * 9 / 10).max(1);
     ("statement_timeout", ms.to_string())
 }
 
-/// Pins [`SEARCH_PATH`] for the rest of the current transaction.
-pub async fn pin_search_path(conn: &mut sqlx::PgConnection) -> Result<(), Error> {
-    sqlx::query("select pg_catalog.set_config('search_path', $1, true)")
-        .bind(SEARCH_PATH)
-        .execute(conn)
-        .await
-        .map_err(err("pin_search_path"))?;
+/// Pins [`SEARCH_PATH`] for the rest of the current transaction, and bounds each
+/// of its statements on the server by `bound`, the caller's own bound on the call
+/// ([`statement_timeout_within`]): a statement the caller gave up on is cancelled
+/// there, rather than left running with its locks and its pooled connection.
+pub async fn pin_transaction(
+    conn: &mut sqlx::PgConnection,
+    bound: std::time::Duration,
+) -> Result<(), Error> {
+    let (_, statement_timeout) = statement_timeout_within(bound);
+    sqlx::query(
+        "select pg_catalog.set_config('search_path', $1, true),
+                pg_catalog.set_config('statement_timeout', $2, true)",
+    )
+    .bind(SEARCH_PATH)
+    .bind(statement_timeout)
+    .execute(conn)
+    .await
+    .map_err(err("pin_transaction"))?;
     Ok(())
 }
 
@@ -246,16 +259,19 @@ pub async fn timed<T>(
 mod tests {
     use std::time::Duration;
 
-    use super::hot_statement_timeout;
+    use super::statement_timeout_within;
 
     #[test]
     fn the_server_gives_up_on_a_hot_statement_before_the_client_does() {
         assert_eq!(
-            hot_statement_timeout(Duration::from_secs(10)),
+            statement_timeout_within(Duration::from_secs(10)),
             ("statement_timeout", "9000".to_owned())
         );
-        assert_eq!(hot_statement_timeout(Duration::from_millis(500)).1, "450");
+        assert_eq!(
+            statement_timeout_within(Duration::from_millis(500)).1,
+            "450"
+        );
         // Never 0, which PostgreSQL reads as "no limit".
-        assert_eq!(hot_statement_timeout(Duration::from_millis(1)).1, "1");
+        assert_eq!(statement_timeout_within(Duration::from_millis(1)).1, "1");
     }
 }
