@@ -27,7 +27,9 @@
 //!
 //! Exit codes: 0 when all went well; 1 when the command worked but found
 //! something (a failing `doctor` check, a refused job in a bulk action); 2 for
-//! an error (bad arguments, no database, a failed call).
+//! an error (bad arguments, no database, a failed call) or a job id that names
+//! no job (`jobs show`, and `jobs retry|cancel|delete`, which still act on the
+//! ids that exist).
 
 use std::process::ExitCode;
 
@@ -125,6 +127,7 @@ pub async fn run_on(pool: &PgPool, format: Format, command: Command) -> ExitCode
     match result {
         Ok(Outcome::Clean) => ExitCode::SUCCESS,
         Ok(Outcome::Findings) => ExitCode::from(1),
+        Ok(Outcome::NotFound) => ExitCode::from(2),
         Err(e) => {
             eprintln!("lq: {}", output::printable(&describe(&*e)));
             ExitCode::from(2)
@@ -150,6 +153,9 @@ pub(crate) enum Outcome {
     Clean,
     /// Worked, and found something an operator should see (exit 1).
     Findings,
+    /// Did what it could, but a job the user named does not exist, already
+    /// reported on stderr (exit 2, as for any not-found).
+    NotFound,
 }
 
 /// A command's failure, printed as `lq: …` (exit 2).

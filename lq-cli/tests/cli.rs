@@ -243,6 +243,46 @@ async fn bad_input_exits_2_with_a_reason_and_changes_nothing() {
 }
 
 #[tokio::test]
+async fn ids_that_name_no_job_are_reported_and_exit_2_while_the_others_are_acted_on() {
+    let db = TestDb::new().await;
+    let ids = insert(&db, "cli.email", "mail", 1).await;
+    let (missing, other) = (ids[0] + 1_000_000, ids[0] + 1_000_001);
+
+    let (code, json, err) = lq(&db, &["jobs", "retry", &missing.to_string(), "--yes"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains(&format!("no job {missing}")), "{err}");
+    assert_eq!(json["missing"], serde_json::json!([missing]));
+
+    let (code, _, err) = lq(&db, &["jobs", "delete", &missing.to_string(), "--dry-run"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains(&format!("no job {missing}")), "{err}");
+
+    let (code, json, err) = lq(
+        &db,
+        &[
+            "jobs",
+            "cancel",
+            &missing.to_string(),
+            &ids[0].to_string(),
+            &other.to_string(),
+            "--yes",
+        ],
+    );
+    assert_eq!(code, 2, "{err}");
+    let named: Vec<&str> = err.lines().collect();
+    assert_eq!(
+        named,
+        [
+            format!("lq: no job {missing}"),
+            format!("lq: no job {other}")
+        ],
+        "{err}"
+    );
+    assert_eq!(json["done"], serde_json::json!([ids[0]]));
+    assert_eq!(db.count("cancelled").await, 1);
+}
+
+#[tokio::test]
 async fn queues_runtimes_cron_and_doctor_show_the_cluster() {
     let db = TestDb::new().await;
     let ids = insert(&db, "cli.orphan", "cli-q", 2).await;

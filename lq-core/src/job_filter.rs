@@ -155,6 +155,7 @@ impl JobFilter {
     /// use lq_core::JobFilter;
     /// let f = JobFilter::new().payload_contains(serde_json::json!({"name": "a\u{0}b"}));
     /// assert!(f.validate().is_err());
+    /// assert!(JobFilter::new().queue("mail\u{0}").validate().is_err());
     /// assert!(JobFilter::new().older_than(std::time::Duration::from_secs(60)).validate().is_ok());
     /// ```
     pub fn validate(&self) -> Result<(), Error> {
@@ -166,6 +167,18 @@ impl JobFilter {
         for (field, age) in ages {
             if let Some(age) = age {
                 check_age(field, age)?;
+            }
+        }
+        // PostgreSQL's text cannot hold a NUL either: a queue or kind with one
+        // would fail as an encoding error in the database, not as no match.
+        let names = [("queue", &self.queues), ("kind", &self.kinds)];
+        for (field, values) in names {
+            if values.iter().any(|v| v.contains('\0')) {
+                return Err(Error::InvalidFilter {
+                    reason: format!(
+                        "the {field} filter holds a NUL character (\\u0000), which no {field} name can hold"
+                    ),
+                });
             }
         }
         let json = [
@@ -241,6 +254,30 @@ mod tests {
             .payload_contains(json!({"a": "\\u0000 as text"}))
             .newer_than(MAX_FILTER_AGE);
         fine.validate().unwrap();
+    }
+
+    #[test]
+    fn a_nul_in_a_queue_or_kind_is_refused_naming_the_field() {
+        for (f, field) in [
+            (JobFilter::new().queue("\u{0}"), "queue"),
+            (JobFilter::new().queue("mail").queue("a\u{0}b"), "queue"),
+            (JobFilter::new().kind("x\u{0}"), "kind"),
+        ] {
+            match f.validate() {
+                Err(Error::InvalidFilter { reason }) => {
+                    assert!(
+                        reason.starts_with(&format!("the {field} filter holds a NUL")),
+                        "{reason}"
+                    );
+                }
+                other => panic!("{f:?}: {other:?}"),
+            }
+        }
+        JobFilter::new()
+            .queue("mail")
+            .kind("send_email")
+            .validate()
+            .unwrap();
     }
 
     #[test]

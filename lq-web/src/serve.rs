@@ -5,9 +5,10 @@
 use std::{net::SocketAddr, sync::Arc, time::Duration};
 
 use axum::{
-    extract::State,
+    extract::{Request, State},
     http::{header, request::Parts, HeaderValue, StatusCode},
-    response::Response,
+    middleware::{self, Next},
+    response::{IntoResponse, Response},
     Extension, Router,
 };
 use base64::Engine;
@@ -73,7 +74,8 @@ impl Default for ServeOptions {
 
 impl ServeOptions {
     /// Listen on `bind`, read-only, with no authentication (allowed on a
-    /// loopback address only).
+    /// loopback address only, and then answering only requests addressed to a
+    /// loopback name: see [`standalone`]).
     ///
     /// ```
     /// let options = lq_web::ServeOptions::new("127.0.0.1:9000".parse().unwrap());
@@ -162,6 +164,12 @@ impl ServeOptions {
 /// The standalone dashboard as a router, after [`ServeOptions::check`]: what
 /// [`serve`] listens with, for serving it some other way (or testing it).
 ///
+/// Without a token or basic auth it answers only requests whose `Host` names
+/// a loopback host (`localhost`, `*.localhost`, `127.x.x.x`, `[::1]`), and any
+/// other with 421: a web page whose name its owner re-points to 127.0.0.1 (DNS
+/// rebinding) would otherwise be same-origin with the dashboard, read every
+/// page and, with actions allowed, pass the CSRF checks.
+///
 /// ```no_run
 /// # fn f(pool: sqlx::PgPool) -> Result<(), lq_web::Error> {
 /// let options = lq_web::ServeOptions::default().token(Some("s3cret".into()));
@@ -177,7 +185,74 @@ pub fn standalone(pool: PgPool, options: &ServeOptions) -> Result<Router, Error>
             token: options.token.clone(),
             basic: options.basic.clone(),
         });
-    Ok(crate::build(pool, config, options.token.clone()))
+    let app = crate::build(pool, config, options.token.clone());
+    Ok(if options.token.is_none() && options.basic.is_none() {
+        app.layer(middleware::from_fn(loopback_host_only))
+    } else {
+        app
+    })
+}
+
+/// Refuses, with 421 Misdirected Request, a request addressed to a host that
+/// is not a loopback name: the dashboard without a secret trusts whoever can
+/// reach it, and a browser reaches it for a rebound hostile name too, sending
+/// that name as the `Host`. See [`standalone`].
+async fn loopback_host_only(req: Request, next: Next) -> Response {
+    let host = match req.headers().get(header::HOST) {
+        // A Host that is not text names no loopback host.
+        Some(h) => Some(h.to_str().unwrap_or("")),
+        None => req.uri().authority().map(|a| a.as_str()),
+    };
+    // Neither a Host nor an authority: not a browser's request (browsers
+    // always send one), so not one a web page could have rebound.
+    if host.is_none_or(is_loopback_host) {
+        return next.run(req).await;
+    }
+    let mut r = (
+        StatusCode::MISDIRECTED_REQUEST,
+        "this dashboard has no token, so it answers only requests addressed to \
+         localhost or 127.0.0.1 (a guard against DNS rebinding): open it as \
+         http://localhost:PORT/, or set a token (--token or LQ_WEB_TOKEN)\n",
+    )
+        .into_response();
+    let h = r.headers_mut();
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
+}
+
+/// Whether `authority` (`host` or `host:port`) names a loopback host:
+/// `localhost`, a name under `.localhost`, an address in 127.0.0.0/8, or
+/// `[::1]`; case-insensitive.
+fn is_loopback_host(authority: &str) -> bool {
+    let authority = authority.to_ascii_lowercase();
+    let (host, port) = match authority.strip_prefix('[') {
+        Some(bracketed) => match bracketed.split_once(']') {
+            Some((v6, rest)) => match rest.strip_prefix(':') {
+                Some(port) => (v6, port),
+                None if rest.is_empty() => (v6, ""),
+                None => return false,
+            },
+            None => return false,
+        },
+        None => authority.rsplit_once(':').unwrap_or((&authority, "")),
+    };
+    if !port.bytes().all(|b| b.is_ascii_digit()) {
+        return false;
+    }
+    if authority.starts_with('[') {
+        return host
+            .parse::<std::net::Ipv6Addr>()
+            .is_ok_and(|a| a.is_loopback());
+    }
+    host == "localhost"
+        || host.ends_with(".localhost")
+        || host
+            .parse::<std::net::Ipv4Addr>()
+            .is_ok_and(|a| a.is_loopback())
 }
 
 /// Serves the dashboard on `options.bind` until Ctrl-C (or SIGTERM), then
@@ -234,7 +309,8 @@ async fn shutdown_signal() {
 }
 
 /// The standalone server's authorisation: with no secret set, everyone (it
-/// listens on loopback only); otherwise the bearer token, the login cookie or
+/// listens on loopback only, and [`loopback_host_only`] turns away requests
+/// addressed to other names); otherwise the bearer token, the login cookie or
 /// basic auth, each compared in constant time.
 struct Standalone {
     token: Option<String>,
@@ -358,4 +434,40 @@ pub(crate) async fn login(
         r.headers_mut().append(header::SET_COOKIE, v);
     }
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_loopback_host;
+
+    #[test]
+    fn loopback_names_with_or_without_a_port_and_nothing_else() {
+        for yes in [
+            "localhost",
+            "LOCALHOST:8080",
+            "dash.localhost:80",
+            "127.0.0.1",
+            "127.255.0.9:8080",
+            "[::1]",
+            "[::1]:8080",
+        ] {
+            assert!(is_loopback_host(yes), "{yes}");
+        }
+        for no in [
+            "evil.test:8080",
+            "localhost.evil.test",
+            "127.0.0.1.evil.test",
+            "evillocalhost",
+            "128.0.0.1:8080",
+            "0.0.0.0",
+            "[::2]:8080",
+            "[::1]x",
+            "[::1",
+            "localhost:80x",
+            "user@localhost",
+            "",
+        ] {
+            assert!(!is_loopback_host(no), "{no}");
+        }
+    }
 }

@@ -44,7 +44,9 @@ pub enum JobsCommand {
 /// Which jobs a bulk action takes: ids, or a filter, or `--all`.
 #[derive(Debug, Args)]
 pub struct BulkArgs {
-    /// These jobs (instead of a filter).
+    /// These jobs (instead of a filter). An id that names no job is reported
+    /// ("no job ID") and makes lq exit 2, as `jobs show` does; the others are
+    /// still acted on.
     ids: Vec<i64>,
     #[command(flatten)]
     filter: FilterArgs,
@@ -190,50 +192,65 @@ async fn bulk(pool: &PgPool, out: &Out, a: BulkArgs, verb: &str) -> Result<Outco
     if !a.ids.is_empty() && !a.filter.is_empty() {
         return Err("give job ids or filter flags, not both".into());
     }
-    let filters: Vec<JobFilter> = if a.ids.is_empty() {
+    // Each filter with the id it was made from, if the user named ids.
+    let filters: Vec<(Option<i64>, JobFilter)> = if a.ids.is_empty() {
         if a.filter.is_empty() && !a.all {
             return Err(format!(
                 "{verb} which jobs? give ids, filter flags (see --help), or --all"
             )
             .into());
         }
-        vec![pinned_to_newest(pool, a.filter.to_filter()).await?]
+        vec![(None, pinned_to_newest(pool, a.filter.to_filter()).await?)]
     } else {
         a.ids
             .iter()
-            .map(|id| JobFilter::new().id_range(*id, *id))
+            .map(|id| (Some(*id), JobFilter::new().id_range(*id, *id)))
             .collect()
     };
     let mut matched = 0u64;
-    for f in &filters {
-        matched += control::count(pool, f)
+    let mut missing = Vec::new();
+    for (id, f) in &filters {
+        let n = control::count(pool, f)
             .await?
             .iter()
             .map(|c| c.count)
             .sum::<u64>();
+        if n == 0 {
+            missing.extend(*id);
+        }
+        matched += n;
     }
+    // Named before any prompt, so the user confirms knowing what is not there.
+    for id in &missing {
+        eprintln!("lq: no job {id}");
+    }
+    let clean = if missing.is_empty() {
+        Outcome::Clean
+    } else {
+        Outcome::NotFound
+    };
     let matched = a.limit.map_or(matched, |l| matched.min(l));
     if a.dry_run {
         out.emit(
-            json!({"action": verb, "matched": matched, "dry_run": true}),
+            json!({"action": verb, "matched": matched, "dry_run": true, "missing": missing}),
             || {
                 let mut t = crate::output::table(&["action", "jobs matching"]);
                 t.add_row(vec![verb.to_owned(), matched.to_string()]);
                 t
             },
         );
-        return Ok(Outcome::Clean);
+        return Ok(clean);
     }
     if matched == 0 {
         out.emit(
-            json!({"action": verb, "matched": 0, "done": [], "refused": []}),
+            json!({"action": verb, "matched": 0, "done": [], "refused": [], "missing": missing}),
             || {
                 let mut t = crate::output::table(&["action", "jobs matching"]);
                 t.add_row(vec![verb.to_owned(), "0".to_owned()]);
                 t
             },
         );
-        return Ok(Outcome::Clean);
+        return Ok(clean);
     }
     if !a.yes && !confirm(&format!("{verb} {matched} jobs?"))? {
         return Err("not confirmed; nothing changed".into());
@@ -241,7 +258,7 @@ async fn bulk(pool: &PgPool, out: &Out, a: BulkArgs, verb: &str) -> Result<Outco
     // At most the number counted (and confirmed): jobs that came to match since
     // are left alone, as on the dashboard.
     let mut total = BulkReport::default();
-    for f in &filters {
+    for (_, f) in &filters {
         let left = matched.saturating_sub(total.matched);
         if left == 0 {
             break;
@@ -262,6 +279,7 @@ async fn bulk(pool: &PgPool, out: &Out, a: BulkArgs, verb: &str) -> Result<Outco
             "matched": total.matched,
             "done": total.done,
             "refused": total.refused.iter().map(|(id, e)| json!({"id": id, "reason": e.to_string()})).collect::<Vec<_>>(),
+            "missing": missing,
         }),
         || {
             let mut t = crate::output::table(&["action", "matched", "done", "refused"]);
@@ -272,10 +290,11 @@ async fn bulk(pool: &PgPool, out: &Out, a: BulkArgs, verb: &str) -> Result<Outco
             t
         },
     );
-    Ok(if total.refused.is_empty() {
-        Outcome::Clean
-    } else {
+    // A missing id (exit 2) outweighs a refused job (exit 1).
+    Ok(if clean == Outcome::Clean && !total.refused.is_empty() {
         Outcome::Findings
+    } else {
+        clean
     })
 }
 

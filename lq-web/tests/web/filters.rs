@@ -159,3 +159,19 @@ async fn bad_filter_values_are_400_pages_that_say_what_is_wrong() {
             .has(r#"role="alert""#);
     }
 }
+
+#[tokio::test]
+async fn a_nul_in_a_queue_or_kind_filter_is_a_400_not_a_database_error() {
+    let (_db, app) = support::full().await;
+    for (query, message) in [
+        ("queue=%00", "the queue filter holds a NUL character"),
+        ("queue=mail%00x", "the queue filter holds a NUL character"),
+        ("kind=%00", "the kind filter holds a NUL character"),
+    ] {
+        get(&app, &format!("/jobs?{query}"))
+            .await
+            .expect(StatusCode::BAD_REQUEST)
+            .has(message)
+            .has(r#"role="alert""#);
+    }
+}

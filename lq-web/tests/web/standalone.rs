@@ -201,14 +201,80 @@ async fn basic_auth_lets_in_the_right_user_and_asks_everyone_else() {
     assert_eq!(snapshot(&db).await, before);
 }
 
+/// A GET of `path` addressed to `host`.
+fn get_at(host: &str, path: &str) -> axum::http::Request<Body> {
+    axum::http::Request::builder()
+        .uri(path)
+        .header(header::HOST, host)
+        .body(Body::empty())
+        .unwrap()
+}
+
 #[tokio::test]
 async fn on_loopback_without_secrets_everyone_may_look() {
     let db = lq_tests::TestDb::new().await;
-    mails(&db, 1).await;
+    let id = mails(&db, 1).await[0];
     let app = lq_web::standalone(db.pool.clone(), &options()).unwrap();
-    get(&app, "/jobs")
+    for host in [
+        "127.0.0.1:8080",
+        "localhost:8080",
+        "LocalHost",
+        "dash.localhost:8080",
+        "127.3.2.1",
+        "[::1]:8080",
+    ] {
+        send(&app, get_at(host, "/jobs"))
+            .await
+            .expect(StatusCode::OK)
+            .has("web.mail")
+            .has(&format!("/jobs/{id}"));
+    }
+    // No Host and no authority: not a browser's request (curl over HTTP/1.0,
+    // a test), so nothing a web page could rebind.
+    let bare = axum::http::Request::builder()
+        .uri("/jobs")
+        .body(Body::empty())
+        .unwrap();
+    send(&app, bare).await.expect(StatusCode::OK);
+    send(&app, get_at("localhost", "/login"))
         .await
-        .expect(StatusCode::OK)
-        .has("web.mail");
-    get(&app, "/login").await.expect(StatusCode::NOT_FOUND);
+        .expect(StatusCode::NOT_FOUND);
+}
+
+/// DNS rebinding: a hostile page whose name now resolves to 127.0.0.1 is
+/// same-origin with the dashboard, so without a secret only the Host it names
+/// tells it apart.
+#[tokio::test]
+async fn without_secrets_a_request_addressed_to_another_host_is_refused() {
+    let db = lq_tests::TestDb::new().await;
+    let id = mails(&db, 1).await[0];
+    let app = lq_web::standalone(db.pool.clone(), &options().allow_actions(true)).unwrap();
+    for host in [
+        "evil.test:8080",
+        "evil.test",
+        "localhost.evil.test",
+        "127.0.0.1.evil.test:8080",
+        "[::2]:8080",
+    ] {
+        for path in ["/jobs", &format!("/jobs/{id}"), "/api/stats", "/"] {
+            let r = send(&app, get_at(host, path)).await;
+            r.expect(StatusCode::MISDIRECTED_REQUEST)
+                .has("localhost")
+                .has("token")
+                .lacks("user0@x")
+                .lacks("web.mail");
+        }
+    }
+
+    // An action it posts, CSRF cookie and field and all, changes nothing.
+    let before = snapshot(&db).await;
+    let mut req = form_post(&format!("/jobs/{id}/cancel"), &[], Csrf::Right);
+    let headers = req.headers_mut();
+    headers.insert(header::HOST, "evil.test:8080".parse().unwrap());
+    headers.insert(header::ORIGIN, "http://evil.test:8080".parse().unwrap());
+    send(&app, req)
+        .await
+        .expect(StatusCode::MISDIRECTED_REQUEST);
+    assert_eq!(snapshot(&db).await, before);
+    assert_eq!(support::state(&db, id).await.as_deref(), Some("queued"));
 }
