@@ -41,9 +41,10 @@ const CONTROL_TIMEOUT: Duration = Duration::from_secs(30);
 /// Runs `f` in a transaction of its own whose `search_path` is pinned to
 /// `pg_catalog` (see `db::SEARCH_PATH`): an application's pool may have any
 /// setting, and no other role's functions may run in a control call. The server
-/// cancels a statement before the call's bound runs out, so a call that timed
-/// out (a count over a huge history, a row locked elsewhere) leaves nothing
-/// running on the application's pool.
+/// cancels a statement that runs for nine tenths of the call's bound, so a call
+/// held up by one statement (a count over a huge history, a row locked
+/// elsewhere) fails with the server's cancel rather than leave it running on the
+/// application's pool.
 async fn pinned<T, F>(pool: &PgPool, op: &'static str, f: F) -> Result<T, Error>
 where
     F: for<'c> FnOnce(

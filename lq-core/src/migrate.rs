@@ -63,20 +63,22 @@ pub async fn migrate(pool: &PgPool) -> Result<(), Error> {
     let mut pause = Duration::from_millis(200);
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
-        match db::timed("migrate", left, apply_all(pool, left)).await {
-            Err(e)
-                if db::migration::waited_too_long_for_a_lock(&e)
-                    && left > pause + LOCK_WAIT * 2 =>
-            {
-                tracing::warn!(
-                    error = %crate::chain(&e),
-                    "litequeue migration gave way to a lock held elsewhere; trying again"
-                );
-                tokio::time::sleep(pause).await;
-                pause = (pause * 2).min(Duration::from_secs(5));
-            }
+        let e = match db::timed("migrate", left, apply_all(pool, left)).await {
+            Err(e) if db::migration::waited_too_long_for_a_lock(&e) => e,
             done => return done,
+        };
+        // Another try only if it would still have room for a whole lock wait
+        // and the statements after it; else the lock error is the answer.
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left < pause + LOCK_WAIT * 3 {
+            return Err(e);
         }
+        tracing::warn!(
+            error = %crate::chain(&e),
+            "litequeue migration gave way to a lock held elsewhere; trying again"
+        );
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_secs(5));
     }
 }
 

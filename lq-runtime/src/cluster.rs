@@ -64,9 +64,10 @@ impl Leadership {
 
     /// Whether this runtime should fire the cron schedule of `kind`, a kind of
     /// `queue`: when it leads, when no leader is known, or when the leader does
-    /// not schedule it (a runtime schedules the recurring kinds it declares in the
-    /// queues it serves). Firing stays exactly once per tick whoever fires
-    /// (`lq.cron_ticks`).
+    /// not declare the kind or does not serve its queue (a runtime schedules the
+    /// recurring kinds it can run in the queues it serves; one that links a kind
+    /// with no `Perform` implementation still declares it, and is deferred to).
+    /// Firing stays exactly once per tick whoever fires (`lq.cron_ticks`).
     pub fn fires_cron(&self, kind: &str, queue: &str) -> bool {
         if self.is_leader() {
             return true;

@@ -25,10 +25,12 @@ pub struct RuntimeConfig {
     pub claim_ahead: bool,
     /// Most completions acknowledged by one statement (default 1000).
     pub max_complete_batch: usize,
-    /// Bound on every database call (default 10 s). The claim and completion
-    /// connections also set `statement_timeout` to nine tenths of it, so the server
-    /// cancels such a statement before the runtime gives up on it: a claim never
-    /// commits after the runtime stopped waiting for its jobs.
+    /// Bound on every database call (default 10 s). Every connection the runtime
+    /// opens also sets `statement_timeout` to nine tenths of it, so the server
+    /// cancels a statement held up that long before the runtime gives up on it: a
+    /// claim never commits after the runtime stopped waiting for its jobs, and no
+    /// abandoned statement keeps a pooled connection. Maintenance batches (rescue,
+    /// prune) halve after such a cancel; the vacuum runs under six times it.
     pub db_timeout: Duration,
     /// How long `shutdown()` waits for running jobs before it stops them and hands
     /// them back to the queue (default 30 s).

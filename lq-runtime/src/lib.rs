@@ -120,6 +120,7 @@
 extern crate self as lq_runtime;
 
 mod attempt;
+mod batch_size;
 mod builder;
 mod claim_ahead;
 mod cluster;

@@ -5,15 +5,16 @@ use std::sync::Arc;
 use lq_core::{chain, db};
 use tracing::{debug, warn, Instrument};
 
-use crate::shared::Shared;
+use crate::{batch_size::AdaptiveBatch, shared::Shared};
 
-/// Rows deleted per statement, so one prune never holds locks for long.
+/// Rows deleted per statement at most, so one prune never holds locks for long.
 const PRUNE_BATCH: i64 = 5000;
 
 /// Prunes every `prune_interval` until the runtime stops.
 pub(crate) async fn run(shared: Arc<Shared>) {
     let keep_finished = shared.config.keep_finished.as_secs_f64();
     let keep_dead = shared.config.keep_dead.as_secs_f64();
+    let mut batch = AdaptiveBatch::new(PRUNE_BATCH);
     loop {
         if shared.pause(shared.config.prune_interval).await {
             return;
@@ -23,22 +24,24 @@ pub(crate) async fn run(shared: Arc<Shared>) {
         }
         async {
             loop {
+                let limit = batch.size();
                 let r = shared
                     .with_conn("job_prune", |mut conn| async move {
-                        db::maintenance::job_prune(&mut conn, keep_finished, keep_dead, PRUNE_BATCH)
-                            .await
+                        db::maintenance::job_prune(&mut conn, keep_finished, keep_dead, limit).await
                     })
                     .await;
                 match r {
                     Ok(n) => {
+                        batch.succeeded();
                         crate::telemetry::maintenance("pruned", n);
                         debug!(pruned = n, "pruned finished jobs");
-                        if (n as i64) < PRUNE_BATCH || shared.stopping.is_cancelled() {
+                        if (n as i64) < limit || shared.stopping.is_cancelled() {
                             break;
                         }
                     }
                     Err(e) => {
-                        warn!(error = %chain(&e), "prune failed; will retry");
+                        batch.failed();
+                        warn!(error = %chain(&e), next_batch = batch.size(), "prune failed; will retry");
                         break;
                     }
                 }

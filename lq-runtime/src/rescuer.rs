@@ -6,14 +6,15 @@ use std::sync::Arc;
 use lq_core::{chain, db};
 use tracing::{error, info, warn, Instrument};
 
-use crate::shared::Shared;
+use crate::{batch_size::AdaptiveBatch, shared::Shared};
 
-/// Rows rescued per statement.
+/// Rows rescued per statement at most.
 const RESCUE_BATCH: i64 = 1000;
 
 /// Rescues expired leases every `rescue_interval` until the runtime stops. Any
 /// number of runtimes may run it at once: the statement skips rows another holds.
 pub(crate) async fn run(shared: Arc<Shared>) {
+    let mut batch = AdaptiveBatch::new(RESCUE_BATCH);
     loop {
         if shared.pause(shared.config.rescue_interval).await {
             return;
@@ -23,11 +24,15 @@ pub(crate) async fn run(shared: Arc<Shared>) {
         }
         async {
             loop {
+                let limit = batch.size();
                 let r = shared
                     .with_conn("job_rescue_expired", |mut conn| async move {
-                        db::lease::job_rescue_expired(&mut conn, RESCUE_BATCH, None).await
+                        db::lease::job_rescue_expired(&mut conn, limit, None).await
                     })
                     .await;
+                if r.is_ok() {
+                    batch.succeeded();
+                }
                 match r {
                     Ok(ids) if ids.is_empty() => break,
                     Ok(ids) => {
@@ -37,7 +42,7 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                             "returned jobs with expired leases to the queue"
                         );
                         shared.wake_all();
-                        if (ids.len() as i64) < RESCUE_BATCH {
+                        if (ids.len() as i64) < limit {
                             break;
                         }
                     }
@@ -47,7 +52,8 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                         break;
                     }
                     Err(e) => {
-                        warn!(error = %chain(&e), "rescue failed; will retry");
+                        batch.failed();
+                        warn!(error = %chain(&e), next_batch = batch.size(), "rescue failed; will retry");
                         break;
                     }
                 }
