@@ -245,7 +245,11 @@ impl RuntimeBuilder {
         let hot = options.options(db::HOT_PATH_SETTINGS);
         let overlap = preflight::overlap_connections(claim_conns);
         let hot_pool = runtime_pool(claim_conns + overlap, timeout, hot.clone());
-        let completer_pool = runtime_pool(1, timeout, hot);
+        let completer_pool = runtime_pool(
+            1,
+            timeout,
+            hot.options([crate::completer::lock_timeout(self.config.db_timeout)]),
+        );
         // One connection with the runtime's own settings now, so a setting the
         // server refuses fails start() rather than every later statement.
         db::timed("runtime_connection", timeout, async {

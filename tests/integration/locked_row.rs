@@ -102,3 +102,100 @@ async fn a_row_locked_elsewhere_does_not_cost_the_other_jobs_their_leases() {
     // have expired and been rescued, but it is not lost.
     assert!(gate.ledger.counts().get(&locked).is_some_and(|n| *n >= 1));
 }
+
+/// Each job waits for its own gate.
+struct Gates {
+    ledger: Ledger,
+    open: [watch::Sender<bool>; 2],
+}
+
+#[derive(Serialize, Deserialize, Job)]
+#[job(kind = "test.locked_success", max_attempts = 5)]
+struct Gated {
+    gate: usize,
+}
+
+impl Perform for Gated {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        let gates = ctx.state::<Arc<Gates>>();
+        gates.ledger.record(ctx.id());
+        let _ = gates.open[self.gate]
+            .subscribe()
+            .wait_for(|open| *open)
+            .await;
+        Ok(())
+    }
+}
+
+/// A job succeeds while another session holds its row locked (an operator's
+/// open transaction): its success waits, and the successes after it land
+/// meanwhile; once the lock goes it is written too. Each job ran once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_success_whose_row_is_locked_elsewhere_does_not_hold_back_the_others() {
+    let db = TestDb::new().await;
+    let locked = Gated { gate: 0 }.enqueue(&db.pool).await.unwrap().id;
+    let other = Gated { gate: 1 }.enqueue(&db.pool).await.unwrap().id;
+    let gates = Arc::new(Gates {
+        ledger: Ledger::default(),
+        open: [watch::Sender::new(false), watch::Sender::new(false)],
+    });
+    let rt = Runtime::builder(db.pool.clone())
+        .config(lq_runtime::RuntimeConfig {
+            db_timeout: Duration::from_secs(1),
+            ..quick()
+        })
+        .queue("default", 2)
+        .state(gates.clone())
+        .start()
+        .await
+        .unwrap();
+    db.wait_for(
+        "both jobs to run",
+        "select count(*) = 2 from lq.jobs where state = 'running'",
+        LIMIT,
+    )
+    .await;
+
+    let mut lock = db.pool.begin().await.unwrap();
+    sqlx::query("select 1 from lq.jobs where id = $1 for update")
+        .bind(locked)
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+    gates.open[0].send_replace(true);
+    db.wait_for(
+        "the locked job's success write to wait for the lock",
+        "select exists (select from pg_stat_activity
+           where datname = current_database() and wait_event_type = 'Lock'
+             and query like 'with moved as%')",
+        LIMIT,
+    )
+    .await;
+    gates.open[1].send_replace(true);
+    db.wait_for(
+        "the other job's success to land while the row is still locked",
+        &format!(
+            "select exists (select from lq.finished_jobs where id = {other} and state = 'succeeded')"
+        ),
+        LIMIT,
+    )
+    .await;
+
+    lock.commit().await.unwrap();
+    db.wait_for(
+        "the locked job's success to land once the lock is gone",
+        &format!(
+            "select exists (select from lq.finished_jobs where id = {locked} and state = 'succeeded')"
+        ),
+        LIMIT,
+    )
+    .await;
+    rt.shutdown().await.unwrap();
+    for id in [locked, other] {
+        assert_eq!(
+            gates.ledger.counts().get(&id),
+            Some(&1),
+            "job {id} ran once"
+        );
+    }
+}

@@ -58,7 +58,7 @@ pub async fn lock(conn: &mut PgConnection, lock_wait: std::time::Duration) -> Re
 /// Whether `e` is a statement of a migration that gave up waiting for a lock
 /// (SQLSTATE 55P03, `lock_not_available`): worth another try later.
 pub fn waited_too_long_for_a_lock(e: &Error) -> bool {
-    super::sqlstate(e).as_deref() == Some("55P03")
+    super::sqlstate(e).as_deref() == Some(super::LOCK_NOT_AVAILABLE)
 }
 
 /// Highest applied version, inside the locked transaction.

@@ -163,6 +163,10 @@ pub fn is_data_rejection(e: &Error) -> bool {
         .is_some_and(|c| c.starts_with("22") || c.starts_with("23") || c.starts_with("54"))
 }
 
+/// PostgreSQL's `lock_not_available`: a statement waited longer than its
+/// session's `lock_timeout` for a lock.
+pub const LOCK_NOT_AVAILABLE: &str = "55P03";
+
 /// The SQLSTATE of a database error, if it is one.
 pub fn sqlstate(e: &Error) -> Option<String> {
     match e {
