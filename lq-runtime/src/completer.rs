@@ -51,7 +51,7 @@ pub(crate) async fn run(
             n = rx.recv_many(&mut batch, max) => n,
             _ = tokio::time::sleep_until(retry_at), if !locked.is_empty() => {
                 let again = std::mem::take(&mut locked);
-                locked = write_and_release(&shared, &mut conn, again, &metrics).await;
+                locked = write_and_release(&shared, &mut conn, again, &metrics, Try::SkipLocked).await;
                 retry_at = Instant::now() + LOCKED_RETRY;
                 continue;
             }
@@ -59,13 +59,22 @@ pub(crate) async fn run(
                 while let Ok(c) = rx.try_recv() {
                     batch.push(c);
                 }
-                batch.append(&mut locked);
                 while !batch.is_empty() {
                     let rest = batch.split_off(batch.len().min(max));
                     let chunk = std::mem::replace(&mut batch, rest);
-                    // Still locked at shutdown: left to their leases' expiry
-                    // (they run again: at-least-once).
-                    let left = write_and_release(&shared, &mut conn, chunk, &metrics).await;
+                    locked.extend(write_and_release(&shared, &mut conn, chunk, &metrics, Try::Wait).await);
+                }
+                // One last try without waiting; what is still locked is left to
+                // its lease's expiry (it runs again: at-least-once).
+                let left = write_and_release(&shared, &mut conn, locked, &metrics, Try::SkipLocked).await;
+                if !left.is_empty() {
+                    warn!(
+                        jobs = left.len(),
+                        "successes not written at shutdown: their rows are locked by another session; the jobs run again after their leases expire"
+                    );
+                    for c in &left {
+                        shared.inflight.remove(c.id, c.token);
+                    }
                     Slot::release_all(left.into_iter().map(|c| c.slot));
                 }
                 return;
@@ -76,7 +85,8 @@ pub(crate) async fn run(
         }
         gather_ready(&mut rx, &mut batch, max).await;
         let written = std::mem::replace(&mut batch, Vec::with_capacity(max));
-        let newly_locked = write_and_release(&shared, &mut conn, written, &metrics).await;
+        let newly_locked =
+            write_and_release(&shared, &mut conn, written, &metrics, Try::Wait).await;
         if !newly_locked.is_empty() {
             if locked.is_empty() {
                 retry_at = Instant::now() + LOCKED_RETRY;
@@ -86,14 +96,25 @@ pub(crate) async fn run(
     }
 }
 
-/// The completer's connection setting `lock_timeout`: a tenth of `db_timeout`.
-/// A success write waits for a row lock only while another write of the row
-/// finishes (a heartbeat, a cancel request), a few milliseconds; a row held
-/// longer (an operator's open transaction) fails the write fast, and the batch is
-/// split so that the other successes land (see [`write`]).
+/// The completer's connection setting `lock_timeout`: a tenth of `db_timeout`,
+/// at least 100 ms. A success write waits for a row lock only while another
+/// write of the row finishes (a heartbeat, a cancel request), a few
+/// milliseconds; a row held longer (an operator's open transaction) fails the
+/// write, and the batch is written again skipping the locked rows (see
+/// [`write`]).
 pub(crate) fn lock_timeout(db_timeout: Duration) -> (&'static str, String) {
-    let ms = (db_timeout.as_millis() / 10).max(10);
+    let ms = (db_timeout.as_millis() / 10).max(100);
     ("lock_timeout", ms.to_string())
+}
+
+/// How a write treats rows another session holds locked.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Try {
+    /// Wait for them, up to the connection's `lock_timeout` (the usual write:
+    /// it needs no lock record per row).
+    Wait,
+    /// Skip them (successes already found locked).
+    SkipLocked,
 }
 
 /// How often successes whose rows were locked elsewhere are tried again.
@@ -106,8 +127,12 @@ async fn write_and_release(
     conn: &mut HotConn,
     batch: Vec<Completion>,
     metrics: &crate::telemetry::FlushMetrics,
+    first: Try,
 ) -> Vec<Completion> {
-    let locked = write(shared, conn, &batch, metrics)
+    if batch.is_empty() {
+        return batch;
+    }
+    let locked = write(shared, conn, &batch, metrics, first)
         .instrument(crate::telemetry::flush_span(batch.len()))
         .await;
     if locked.is_empty() {
@@ -179,38 +204,51 @@ fn tally<'a>(
 }
 
 /// Writes the successes of `batch`. Returns the positions of those whose rows
-/// another session held locked past the completer's `lock_timeout`: they are
-/// neither written nor lost, and their leases stay held (and renewed once the
-/// lock goes) until a later try writes them.
+/// another session holds locked: they are neither written nor lost, and their
+/// leases stay held (and renewed once the lock goes) until a later try writes
+/// them. A write that waited past the completer's `lock_timeout` is sent again
+/// skipping locked rows, so the others land at once; a table locked elsewhere
+/// leaves the whole range for the next try.
 async fn write(
     shared: &Shared,
     conn: &mut HotConn,
     batch: &[Completion],
     metrics: &crate::telemetry::FlushMetrics,
+    first: Try,
 ) -> Vec<usize> {
     let ids: Vec<i64> = batch.iter().map(|c| c.id).collect();
     let tokens: Vec<Uuid> = batch.iter().map(|c| c.token).collect();
     let began = std::time::Instant::now();
     let mut done = Vec::with_capacity(ids.len());
     let mut locked = Vec::new();
-    // A batch the database refuses, or that waits too long for a row locked
-    // elsewhere, is split in halves until the rows in question are alone, so one
-    // row never holds back the rows beside it.
+    // A batch the database refuses is split in halves until the rows it refuses
+    // are alone, so one bad row never holds back the rows beside it.
     let mut pending = Vec::with_capacity(8);
     pending.push(0..ids.len());
     while let Some(range) = pending.pop() {
         let single = range.len() == 1;
-        match write_rows(
-            shared,
-            conn,
-            &ids[range.clone()],
-            &tokens[range.clone()],
-            false,
-        )
-        .await
-        {
+        let written = match first {
+            Try::Wait => {
+                write_rows(
+                    shared,
+                    conn,
+                    &ids[range.clone()],
+                    &tokens[range.clone()],
+                    Mode::Plain,
+                )
+                .await
+            }
+            Try::SkipLocked => Err(NotWritten::Locked(None)),
+        };
+        let written = match written {
+            Err(NotWritten::Locked(_)) => {
+                write_unlocked(shared, conn, &ids, &tokens, range.clone(), &mut locked).await
+            }
+            other => other,
+        };
+        match written {
             Ok(rows) => done.extend(rows),
-            Err(NotWritten::Refused(_) | NotWritten::Locked(_)) if !single => {
+            Err(NotWritten::Refused(_)) if !single => {
                 let mid = range.start + range.len() / 2;
                 pending.push(mid..range.end);
                 pending.push(range.start..mid);
@@ -222,12 +260,15 @@ async fn write(
                 }
             }
             Err(NotWritten::Locked(e)) => {
-                warn!(
-                    id = ids[range.start],
-                    error = %chain(&e),
-                    "success not written yet: another session holds the job's row locked; trying again in 1 s"
-                );
-                locked.push(range.start);
+                // The table, not a row, is locked elsewhere: all of them later.
+                if first == Try::Wait {
+                    warn!(
+                        jobs = range.len(),
+                        error = e.as_ref().map(|e| chain(e).to_string()),
+                        "successes not written yet: lq.jobs is locked by another session; trying again every second"
+                    );
+                }
+                locked.extend(range);
             }
             Err(NotWritten::GaveUp) => {} // at shutdown: left to lease expiry
         }
@@ -268,6 +309,56 @@ async fn write(
     locked
 }
 
+/// Writes the rows of `range` that no other session holds locked, without waiting
+/// for the others, and adds to `locked` the positions of those still leased to
+/// this runtime but locked elsewhere; the rest of the range was lost.
+async fn write_unlocked(
+    shared: &Shared,
+    conn: &mut HotConn,
+    ids: &[i64],
+    tokens: &[Uuid],
+    range: std::ops::Range<usize>,
+    locked: &mut Vec<usize>,
+) -> Result<Vec<i64>, NotWritten> {
+    let written = write_rows(
+        shared,
+        conn,
+        &ids[range.clone()],
+        &tokens[range.clone()],
+        Mode::SkipLocked,
+    )
+    .await?;
+    if written.len() == range.len() {
+        return Ok(written);
+    }
+    let written_set: std::collections::HashSet<i64> = written.iter().copied().collect();
+    let rest: Vec<usize> = range.filter(|i| !written_set.contains(&ids[*i])).collect();
+    let (rest_ids, rest_tokens): (Vec<i64>, Vec<Uuid>) =
+        rest.iter().map(|&i| (ids[i], tokens[i])).unzip();
+    let held = db::timed("job_leases_still_held", shared.config.db_timeout, async {
+        let c = conn.get("job_leases_still_held").await?;
+        db::lease::job_leases_still_held(c, &rest_ids, &rest_tokens).await
+    })
+    .await;
+    let newly_locked: Vec<usize> = match held {
+        Ok(held) => rest
+            .into_iter()
+            .filter(|i| held.contains(&ids[*i]))
+            .filter(|i| !locked.contains(i))
+            .collect(),
+        // Not known: kept for the next try, which tells a lost lease then.
+        Err(_) => rest.into_iter().filter(|i| !locked.contains(i)).collect(),
+    };
+    for &i in &newly_locked {
+        warn!(
+            id = ids[i],
+            "success not written yet: another session holds the job's row locked; trying again every second"
+        );
+    }
+    locked.extend(newly_locked);
+    Ok(written)
+}
+
 /// What became of a success written alone after the database refused it.
 enum Alone {
     /// Written (`Some(id)`: ended `succeeded` or `cancelled`), quarantined, lost
@@ -289,7 +380,7 @@ async fn write_alone(
     refused: &Error,
 ) -> Alone {
     warn!(id, error = %chain(refused), "success refused; writing it alone, over any history row with its id");
-    let e = match write_rows(shared, conn, &[id], &[token], true).await {
+    let e = match write_rows(shared, conn, &[id], &[token], Mode::Replacing).await {
         Ok(rows) => return Alone::Ended(rows.first().copied()),
         Err(NotWritten::GaveUp) => return Alone::Ended(None),
         Err(NotWritten::Locked(_)) => return Alone::Locked,
@@ -322,11 +413,22 @@ async fn write_alone(
 enum NotWritten {
     /// The database refused these rows (see [`db::is_data_rejection`]).
     Refused(Error),
-    /// A row was locked by another session for longer than the completer's
-    /// `lock_timeout` (SQLSTATE 55P03).
-    Locked(Error),
+    /// A row (or the table) was locked by another session for longer than the
+    /// completer's `lock_timeout` (SQLSTATE 55P03); `None` when not tried yet.
+    Locked(Option<Error>),
     /// Gave up after shutdown: left to the leases' expiry.
     GaveUp,
+}
+
+/// Which success statement [`write_rows`] sends.
+#[derive(Clone, Copy)]
+enum Mode {
+    /// `db::finish::job_complete_many`.
+    Plain,
+    /// `db::finish::job_complete_many_replacing`.
+    Replacing,
+    /// `db::finish::job_complete_unlocked`.
+    SkipLocked,
 }
 
 /// Writes the successes of `ids`, retrying failures of the connection or the
@@ -336,16 +438,16 @@ async fn write_rows(
     conn: &mut HotConn,
     ids: &[i64],
     tokens: &[Uuid],
-    replacing: bool,
+    mode: Mode,
 ) -> Result<Vec<i64>, NotWritten> {
     let mut failures = 0u32;
     loop {
         let r = db::timed("job_complete_many", shared.config.db_timeout, async {
             let c = conn.get("job_complete_many").await?;
-            if replacing {
-                db::finish::job_complete_many_replacing(c, ids, tokens).await
-            } else {
-                db::finish::job_complete_many(c, ids, tokens).await
+            match mode {
+                Mode::Plain => db::finish::job_complete_many(c, ids, tokens).await,
+                Mode::Replacing => db::finish::job_complete_many_replacing(c, ids, tokens).await,
+                Mode::SkipLocked => db::finish::job_complete_unlocked(c, ids, tokens).await,
             }
         })
         .await;
@@ -353,12 +455,17 @@ async fn write_rows(
             Ok(done) => return Ok(done),
             Err(e) => e,
         };
-        conn.discard();
+        // An error the server sent leaves the connection usable; any other
+        // (a timeout, a broken socket) may not.
+        let sqlstate = db::sqlstate(&e);
+        if sqlstate.is_none() {
+            conn.discard();
+        }
         if db::is_data_rejection(&e) {
             return Err(NotWritten::Refused(e));
         }
-        if db::sqlstate(&e).as_deref() == Some(db::LOCK_NOT_AVAILABLE) {
-            return Err(NotWritten::Locked(e));
+        if sqlstate.as_deref() == Some(db::LOCK_NOT_AVAILABLE) {
+            return Err(NotWritten::Locked(Some(e)));
         }
         failures += 1;
         warn!(jobs = ids.len(), error = %chain(&e), "could not mark jobs succeeded; retrying");

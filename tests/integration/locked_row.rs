@@ -128,13 +128,15 @@ impl Perform for Gated {
 }
 
 /// A job succeeds while another session holds its row locked (an operator's
-/// open transaction): its success waits, and the successes after it land
-/// meanwhile; once the lock goes it is written too. Each job ran once.
+/// open transaction): its success waits, and the successes beside it and after
+/// it land meanwhile; once the lock goes it is written too. Each job ran once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_success_whose_row_is_locked_elsewhere_does_not_hold_back_the_others() {
     let db = TestDb::new().await;
     let locked = Gated { gate: 0 }.enqueue(&db.pool).await.unwrap().id;
-    let other = Gated { gate: 1 }.enqueue(&db.pool).await.unwrap().id;
+    // Ends with the locked job, so the two are likely written in one batch.
+    let beside = Gated { gate: 0 }.enqueue(&db.pool).await.unwrap().id;
+    let after = Gated { gate: 1 }.enqueue(&db.pool).await.unwrap().id;
     let gates = Arc::new(Gates {
         ledger: Ledger::default(),
         open: [watch::Sender::new(false), watch::Sender::new(false)],
@@ -144,14 +146,14 @@ async fn a_success_whose_row_is_locked_elsewhere_does_not_hold_back_the_others()
             db_timeout: Duration::from_secs(1),
             ..quick()
         })
-        .queue("default", 2)
+        .queue("default", 3)
         .state(gates.clone())
         .start()
         .await
         .unwrap();
     db.wait_for(
-        "both jobs to run",
-        "select count(*) = 2 from lq.jobs where state = 'running'",
+        "the jobs to run",
+        "select count(*) = 3 from lq.jobs where state = 'running'",
         LIMIT,
     )
     .await;
@@ -162,36 +164,42 @@ async fn a_success_whose_row_is_locked_elsewhere_does_not_hold_back_the_others()
         .execute(&mut *lock)
         .await
         .unwrap();
+    let succeeded = |id: i64| {
+        format!(
+            "select exists (select from lq.finished_jobs where id = {id} and state = 'succeeded')"
+        )
+    };
     gates.open[0].send_replace(true);
     db.wait_for(
-        "the locked job's success write to wait for the lock",
-        "select exists (select from pg_stat_activity
-           where datname = current_database() and wait_event_type = 'Lock'
-             and query like 'with moved as%')",
+        "the success beside the locked one to land while the row is still locked",
+        &succeeded(beside),
         LIMIT,
     )
     .await;
     gates.open[1].send_replace(true);
     db.wait_for(
-        "the other job's success to land while the row is still locked",
-        &format!(
-            "select exists (select from lq.finished_jobs where id = {other} and state = 'succeeded')"
-        ),
+        "a later success to land while the row is still locked",
+        &succeeded(after),
         LIMIT,
     )
     .await;
+    let waiting: bool = sqlx::query_scalar(&format!(
+        "select exists (select from lq.jobs where id = {locked} and state = 'running')"
+    ))
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert!(waiting, "the locked job's success cannot have landed yet");
 
     lock.commit().await.unwrap();
     db.wait_for(
         "the locked job's success to land once the lock is gone",
-        &format!(
-            "select exists (select from lq.finished_jobs where id = {locked} and state = 'succeeded')"
-        ),
+        &succeeded(locked),
         LIMIT,
     )
     .await;
     rt.shutdown().await.unwrap();
-    for id in [locked, other] {
+    for id in [locked, beside, after] {
         assert_eq!(
             gates.ledger.counts().get(&id),
             Some(&1),

@@ -39,6 +39,32 @@ const COMPLETE_MANY: &str = concat!(
      select id from archived"
 );
 
+/// [`COMPLETE_MANY`] that skips the rows another session holds locked instead of
+/// waiting for them: the fallback after a batch waited too long for one.
+const COMPLETE_MANY_UNLOCKED: &str = concat!(
+    "with picked as materialized (
+         select j.id from lq.jobs j
+         join rows from (pg_catalog.unnest($1::bigint[]), pg_catalog.unnest($2::uuid[])) as fence(id, token)
+           on j.id = fence.id and j.lease_token = fence.token
+         for update of j skip locked
+     ),
+     moved as (
+         delete from lq.jobs j
+         using picked
+         where j.id = picked.id
+         returning j.*,
+             case when j.cancel_requested_at is not null then 'cancelled' else 'succeeded' end::lq.job_state
+                 as final_state,
+             j.errors as final_errors
+     ),
+     ",
+    archive_moved_fast!(),
+    "
+         returning id
+     )
+     select id from archived"
+);
+
 const COMPLETE_MANY_REPLACING: &str = concat!(
     complete_moved!(),
     archive_moved!(),
@@ -73,6 +99,25 @@ pub async fn job_complete_many(
         .fetch_all(&mut *conn)
         .await
         .map_err(err("job_complete_many"))
+}
+
+/// [`job_complete_many`] for the rows no other session holds locked, without
+/// waiting for the others (`for update skip locked`, which costs a lock record
+/// per row in the WAL, so it is only the fallback): returns the ids written. A
+/// row not written was either locked elsewhere or its lease lost;
+/// [`super::lease::job_leases_still_held`] tells which.
+pub async fn job_complete_unlocked(
+    conn: &mut PgConnection,
+    ids: &[i64],
+    tokens: &[Uuid],
+) -> Result<Vec<i64>, Error> {
+    let (ids, tokens) = by_id(ids, tokens);
+    sqlx::query_scalar(COMPLETE_MANY_UNLOCKED)
+        .bind(ids)
+        .bind(tokens)
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(err("job_complete_unlocked"))
 }
 
 /// [`job_complete_many`] whose move to the history overwrites a row already there
