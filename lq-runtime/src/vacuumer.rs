@@ -121,19 +121,31 @@ async fn tend(shared: &Shared, table: JobTable, warned: &mut bool) {
         }
     }
     // Vacuum may take longer than a statement normally should; it is bounded
-    // by a generous multiple of the db timeout.
+    // by a generous multiple of the db timeout, counted from when it has its
+    // connection, so the server's bound (nine tenths of it) always ends it first
+    // and the connection goes back with its usual setting.
     let bound = shared.config.db_timeout * 6;
-    let r = db::timed("job_table_vacuum", bound, async {
-        let mut conn = shared
-            .pool
-            .acquire()
-            .await
-            .map_err(db::err("job_table_vacuum"))?;
-        // The vacuum raises the session's statement_timeout to its own bound: the
-        // connection is closed after it, not handed to a statement of the pool's.
-        conn.close_on_drop();
-        db::maintenance::job_table_vacuum(&mut conn, table, need.vacuum, bound).await
-    })
+    let r: Result<(), lq_core::Error> = async {
+        let mut conn = db::timed("job_table_vacuum", shared.config.db_timeout, async {
+            shared
+                .pool
+                .acquire()
+                .await
+                .map_err(db::err("job_table_vacuum"))
+        })
+        .await?;
+        let r = db::timed(
+            "job_table_vacuum",
+            bound,
+            db::maintenance::job_table_vacuum(&mut conn, table, need.vacuum, bound),
+        )
+        .await;
+        if r.is_err() {
+            // Its statement_timeout may still be raised: not for other statements.
+            conn.close_on_drop();
+        }
+        r
+    }
     .await;
     match r {
         Ok(()) => {

@@ -187,8 +187,10 @@ pub async fn job_table_stats(
 /// vacuum holds it.
 ///
 /// A vacuum may run longer than the connection's `statement_timeout` allows other
-/// statements, so it runs under `bound` (the client's own bound for it). That
-/// setting stays on the session: run it on a connection closed afterwards.
+/// statements, so it runs under `bound` (the client's own bound for it): the
+/// session's setting is raised for the vacuum and set back after it, also when
+/// the vacuum failed. If setting it back fails, the caller must not hand the
+/// connection to other statements (close it).
 pub async fn job_table_vacuum(
     conn: &mut PgConnection,
     table: JobTable,
@@ -208,9 +210,15 @@ pub async fn job_table_vacuum(
         .execute(&mut *conn)
         .await
         .map_err(err("job_table_vacuum"))?;
-    sqlx::Executor::execute(&mut *conn, sql)
+    let vacuumed = sqlx::Executor::execute(&mut *conn, sql)
         .await
-        .map_err(err("job_table_vacuum"))?;
+        .map_err(err("job_table_vacuum"));
+    // Back to the value the connection was opened with.
+    let reset = sqlx::Executor::execute(&mut *conn, "reset statement_timeout")
+        .await
+        .map_err(err("job_table_vacuum"));
+    vacuumed?;
+    reset?;
     Ok(())
 }
 
