@@ -242,7 +242,17 @@ async fn write(
         };
         let written = match written {
             Err(NotWritten::Locked(_)) => {
-                write_unlocked(shared, conn, &ids, &tokens, range.clone(), &mut locked).await
+                let announce = first == Try::Wait;
+                write_unlocked(
+                    shared,
+                    conn,
+                    &ids,
+                    &tokens,
+                    range.clone(),
+                    &mut locked,
+                    announce,
+                )
+                .await
             }
             other => other,
         };
@@ -311,7 +321,8 @@ async fn write(
 
 /// Writes the rows of `range` that no other session holds locked, without waiting
 /// for the others, and adds to `locked` the positions of those still leased to
-/// this runtime but locked elsewhere; the rest of the range was lost.
+/// this runtime but locked elsewhere; the rest of the range was lost. With
+/// `announce`, each newly found locked row is logged (not again at each retry).
 async fn write_unlocked(
     shared: &Shared,
     conn: &mut HotConn,
@@ -319,6 +330,7 @@ async fn write_unlocked(
     tokens: &[Uuid],
     range: std::ops::Range<usize>,
     locked: &mut Vec<usize>,
+    announce: bool,
 ) -> Result<Vec<i64>, NotWritten> {
     let written = write_rows(
         shared,
@@ -349,7 +361,7 @@ async fn write_unlocked(
         // Not known: kept for the next try, which tells a lost lease then.
         Err(_) => rest.into_iter().filter(|i| !locked.contains(i)).collect(),
     };
-    for &i in &newly_locked {
+    for &i in newly_locked.iter().filter(|_| announce) {
         warn!(
             id = ids[i],
             "success not written yet: another session holds the job's row locked; trying again every second"
