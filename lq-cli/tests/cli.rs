@@ -543,3 +543,32 @@ async fn text_from_applications_reaches_the_terminal_escaped() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_bulk_action_that_fails_partway_prints_what_it_did_then_the_error() {
+    let db = TestDb::new().await;
+    // Two batches: the newest 500 jobs, then the oldest 100, whose first job the
+    // server refuses to remove.
+    let ids = insert(&db, "cli.ping", "stop-q", 600).await;
+    let oldest = ids[0];
+    db.refuse_delete(oldest).await;
+
+    let (code, json, stderr) = lq(&db, &["jobs", "cancel", "--queue", "stop-q", "--yes"]);
+    assert_eq!(code, 2, "{stderr}");
+    let done: Vec<i64> = serde_json::from_value(json["done"].clone()).unwrap();
+    assert_eq!(done, ids[100..], "{json}");
+    assert!(
+        json["stopped"]
+            .as_str()
+            .unwrap()
+            .contains("refused by the test"),
+        "{json}"
+    );
+    assert!(
+        stderr.contains("stopped partway: 500 jobs were already cancelled")
+            && stderr.contains("refused by the test"),
+        "{stderr}"
+    );
+    assert_eq!(db.count("cancelled").await, 500);
+    assert_eq!(db.count("queued").await, 100);
+}

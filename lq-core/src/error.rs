@@ -177,6 +177,21 @@ pub enum Error {
         /// What was asked (`"cancelled"`, `"retried"`, `"deleted"`).
         action: &'static str,
     },
+    /// A bulk action ([`crate::control::cancel_matching`] and its siblings) failed
+    /// partway. It works in batches of short transactions, so the batches before
+    /// the failure were committed and stay done: `report` says which jobs, and
+    /// `source` what stopped it. The failing batch and those after it changed
+    /// nothing; running the same action again takes up the rest.
+    #[error("bulk action stopped partway: {} jobs were already {action} and stay so; the jobs not yet reached are unchanged", report.done.len())]
+    BulkStopped {
+        /// What the action does to a job (`"retried"`, `"cancelled"`, `"deleted"`).
+        action: &'static str,
+        /// What the committed batches did, as a finished action reports it.
+        report: Box<crate::control::BulkReport>,
+        /// The error that stopped it.
+        #[source]
+        source: Box<Error>,
+    },
     /// Retrying a job would create a second live job with its unique key.
     #[error("job {id} cannot be retried: live job {holder} holds its unique key {key:?}")]
     UniqueKeyHeld {

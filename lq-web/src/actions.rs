@@ -130,6 +130,9 @@ pub(crate) async fn queue(
 pub(crate) fn audit<T>(ctx: &Ctx, action: &str, target: &str, result: &Result<T, lq_core::Error>) {
     let outcome = match result {
         Ok(_) => "done".to_owned(),
+        Err(e @ lq_core::Error::BulkStopped { .. }) => {
+            format!("partly done: {}", lq_core::chain(e))
+        }
         Err(e) => format!("refused: {}", lq_core::chain(e)),
     };
     tracing::info!(

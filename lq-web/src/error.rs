@@ -78,7 +78,13 @@ impl PageError {
 impl From<lq_core::Error> for PageError {
     fn from(e: lq_core::Error) -> Self {
         use lq_core::Error as E;
-        let status = match &e {
+        // A bulk action stopped partway answers as what stopped it would; its
+        // message still says what was done first.
+        let cause = match &e {
+            E::BulkStopped { source, .. } => source.as_ref(),
+            other => other,
+        };
+        let status = match cause {
             E::NotFound { .. } => StatusCode::NOT_FOUND,
             E::WrongState { .. } | E::LeftFilter { .. } | E::UniqueKeyHeld { .. } => {
                 StatusCode::CONFLICT
@@ -94,7 +100,7 @@ impl From<lq_core::Error> for PageError {
         let mut message = lq_core::chain(&e);
         if status == StatusCode::SERVICE_UNAVAILABLE {
             message = format!("the database is unavailable: {message}");
-        } else if matches!(&e, E::Database { source, .. } if read_only(source)) {
+        } else if matches!(cause, E::Database { source, .. } if read_only(source)) {
             message = format!(
                 "the database is read-only here (a standby, or default_transaction_read_only): {message}"
             );

@@ -301,3 +301,58 @@ async fn a_delete_by_state_leaves_a_job_that_changed_state_after_it_was_chosen()
         .unwrap();
     assert_eq!(seen, [(ids[0], JobState::Queued, true)]);
 }
+
+#[tokio::test]
+async fn a_bulk_action_that_fails_partway_reports_the_batches_it_committed() {
+    let db = TestDb::new().await;
+    // 600 queued jobs: a first batch of 500 (newest first), then the oldest 100.
+    let ids = enqueue_noops(&db, 600, "stop-q").await;
+    let oldest = *ids.iter().min().unwrap();
+    // The server refuses to remove the oldest job, so the second batch fails.
+    db.refuse_delete(oldest).await;
+    let queued = JobFilter::new().queue("stop-q").state(JobState::Queued);
+
+    let err = control::cancel_matching(&db.pool, &queued, None)
+        .await
+        .unwrap_err();
+    let CoreError::BulkStopped {
+        action,
+        report,
+        source,
+    } = err
+    else {
+        panic!("{err:?}")
+    };
+    let mut newest: Vec<i64> = ids.clone();
+    newest.sort_unstable();
+    let newest = newest.split_off(100);
+    assert_eq!(action, "cancelled");
+    assert_eq!((report.matched, &report.done), (500, &newest));
+    assert!(report.refused.is_empty(), "{:?}", report.refused);
+    assert!(
+        matches!(
+            *source,
+            CoreError::Database {
+                op: "jobs_cancel_many",
+                ..
+            }
+        ),
+        "{source:?}"
+    );
+    // What the report says is what the database holds.
+    for id in &ids {
+        let want = if newest.contains(id) {
+            JobState::Cancelled
+        } else {
+            JobState::Queued
+        };
+        assert_eq!(state_of(&db, *id).await, want, "job {id}");
+    }
+
+    // Once the cause is gone, the same action takes up the rest.
+    db.allow_delete().await;
+    let rest = control::cancel_matching(&db.pool, &queued, None)
+        .await
+        .unwrap();
+    assert_eq!(rest.done.len(), 100);
+}

@@ -91,6 +91,29 @@ impl TestDb {
         finish_job(&mut conn, id, state, ago_secs).await;
     }
 
+    /// Makes the server refuse to take live job `id` out of `lq.jobs` (a trigger
+    /// raising "refused by the test"), so a statement that moves it fails;
+    /// [`TestDb::allow_delete`] lifts it.
+    pub async fn refuse_delete(&self, id: i64) {
+        sqlx::raw_sql(&format!(
+            "create function lq.refuse_delete() returns trigger language plpgsql as
+                 $$ begin raise exception 'refused by the test'; end $$;
+             create trigger refuse_delete before delete on lq.jobs
+                 for each row when (old.id = {id}) execute function lq.refuse_delete();"
+        ))
+        .execute(&self.pool)
+        .await
+        .expect("create the refusing trigger");
+    }
+
+    /// Lifts [`TestDb::refuse_delete`].
+    pub async fn allow_delete(&self) {
+        sqlx::raw_sql("drop trigger refuse_delete on lq.jobs; drop function lq.refuse_delete()")
+            .execute(&self.pool)
+            .await
+            .expect("drop the refusing trigger");
+    }
+
     /// Waits until `sql` (a query returning one boolean) is true, or panics after `limit`.
     pub async fn wait_for(&self, what: &str, sql: &str, limit: Duration) {
         let start = Instant::now();

@@ -258,20 +258,38 @@ async fn bulk(pool: &PgPool, out: &Out, a: BulkArgs, verb: &str) -> Result<Outco
     // At most the number counted (and confirmed): jobs that came to match since
     // are left alone, as on the dashboard.
     let mut total = BulkReport::default();
+    let mut stopped = None;
     for (_, f) in &filters {
         let left = matched.saturating_sub(total.matched);
         if left == 0 {
             break;
         }
         let left = Some(left);
-        let r = match verb {
-            "retry" => control::retry_matching(pool, f, left).await?,
-            "cancel" => control::cancel_matching(pool, f, left).await?,
-            _ => control::delete_matching(pool, f, left).await?,
+        let result = match verb {
+            "retry" => control::retry_matching(pool, f, left).await,
+            "cancel" => control::cancel_matching(pool, f, left).await,
+            _ => control::delete_matching(pool, f, left).await,
+        };
+        let r = match result {
+            Ok(r) => r,
+            // What the committed batches did is printed before the error, so a
+            // failure partway never hides jobs that were changed.
+            Err(lq_runtime::CoreError::BulkStopped { report, source, .. }) => {
+                stopped = Some(source);
+                *report
+            }
+            Err(e) if total.matched == 0 => return Err(e.into()),
+            Err(e) => {
+                stopped = Some(Box::new(e));
+                BulkReport::default()
+            }
         };
         total.matched += r.matched;
         total.done.extend(r.done);
         total.refused.extend(r.refused);
+        if stopped.is_some() {
+            break;
+        }
     }
     out.emit(
         json!({
@@ -280,6 +298,7 @@ async fn bulk(pool: &PgPool, out: &Out, a: BulkArgs, verb: &str) -> Result<Outco
             "done": total.done,
             "refused": total.refused.iter().map(|(id, e)| json!({"id": id, "reason": e.to_string()})).collect::<Vec<_>>(),
             "missing": missing,
+            "stopped": stopped.as_ref().map(|e| lq_runtime::chain(e.as_ref())),
         }),
         || {
             let mut t = crate::output::table(&["action", "matched", "done", "refused"]);
@@ -290,6 +309,20 @@ async fn bulk(pool: &PgPool, out: &Out, a: BulkArgs, verb: &str) -> Result<Outco
             t
         },
     );
+    if let Some(source) = stopped {
+        // The same typed error the library gives, counting every filter's jobs.
+        let action = match verb {
+            "retry" => "retried",
+            "cancel" => "cancelled",
+            _ => "deleted",
+        };
+        let report = Box::new(total);
+        return Err(Box::new(lq_runtime::CoreError::BulkStopped {
+            action,
+            report,
+            source,
+        }));
+    }
     // A missing id (exit 2) outweighs a refused job (exit 1).
     Ok(if clean == Outcome::Clean && !total.refused.is_empty() {
         Outcome::Findings

@@ -104,11 +104,35 @@ async fn run(
 ) -> Result<BulkReport, Error> {
     filter.validate()?;
     let mut report = BulkReport::default();
+    let stopped = batches(pool, filter, limit, action, &mut report).await;
+    report.done.sort_unstable();
+    match stopped {
+        Ok(()) => Ok(report),
+        // Nothing committed yet: the error alone says it all.
+        Err(e) if report.matched == 0 => Err(e),
+        Err(e) => Err(Error::BulkStopped {
+            action: action.done(),
+            report: Box::new(report),
+            source: Box::new(e),
+        }),
+    }
+}
+
+/// Runs the action batch by batch, newest id first, adding each committed
+/// batch to `report`; stops at the first error, leaving `report` as it was
+/// after the last batch that committed.
+async fn batches(
+    pool: &PgPool,
+    filter: &JobFilter,
+    limit: Option<u64>,
+    action: Action,
+    report: &mut BulkReport,
+) -> Result<(), Error> {
     let mut cursor = filter.clone();
     loop {
         let left = limit.map_or(u64::MAX, |l| l.saturating_sub(report.matched));
         if left == 0 {
-            break;
+            return Ok(());
         }
         let take = BATCH.min(i64::try_from(left).unwrap_or(i64::MAX));
         let page = cursor.clone();
@@ -116,16 +140,25 @@ async fn run(
             Box::pin(async move { db::control::job_ids(conn, &page, take).await })
         })
         .await?;
-        let Some(&lowest) = ids.last() else { break };
-        report.matched += ids.len() as u64;
-        act(pool, &ids, &filter.states, action, &mut report).await?;
+        let Some(&lowest) = ids.last() else {
+            return Ok(());
+        };
+        let mut batch = BulkReport::default();
+        let acted = act(pool, &ids, &filter.states, action, &mut batch).await;
+        // A batch that committed and then failed to explain a refusal still
+        // counts what it did.
+        report.matched += match acted {
+            Ok(()) => ids.len(),
+            Err(_) => batch.done.len() + batch.refused.len(),
+        } as u64;
+        report.done.append(&mut batch.done);
+        report.refused.append(&mut batch.refused);
+        acted?;
         cursor = cursor.before_id(lowest);
         if (ids.len() as i64) < take {
-            break;
+            return Ok(());
         }
     }
-    report.done.sort_unstable();
-    Ok(report)
 }
 
 /// Acts on one batch in one transaction and sorts its ids into done and refused.
@@ -158,16 +191,17 @@ async fn act(
             .await?
         }
     };
-    let mut reported = std::collections::HashSet::new();
-    for (id, state, acted) in seen {
-        reported.insert(id);
-        if acted {
-            report.done.push(id);
-        } else {
-            report
-                .refused
-                .push((id, refusal(pool, id, state, states, action).await?));
-        }
+    // The batch has committed: what it did is recorded before any lookup below
+    // can fail.
+    let reported: std::collections::HashSet<i64> = seen.iter().map(|&(id, ..)| id).collect();
+    report.done.extend(
+        seen.iter()
+            .filter(|&&(.., acted)| acted)
+            .map(|&(id, ..)| id),
+    );
+    for (id, state, _) in seen.into_iter().filter(|&(.., acted)| !acted) {
+        let why = refusal(pool, id, state, states, action).await?;
+        report.refused.push((id, why));
     }
     // A job that ended or went away while the batch waited for its lock.
     for &id in ids.iter().filter(|id| !reported.contains(id)) {

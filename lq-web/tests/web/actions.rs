@@ -253,6 +253,34 @@ async fn bulk_by_filter_lists_the_jobs_it_refused() {
 }
 
 #[tokio::test]
+async fn bulk_by_filter_that_fails_partway_says_how_many_it_did_before() {
+    let (db, app) = support::full().await;
+    // Two batches: the newest 500 jobs, then the oldest 100, whose first job the
+    // server refuses to remove.
+    let ids = mails(&db, 600).await;
+    let (oldest, newest) = (ids.iter().min().unwrap(), ids.iter().max().unwrap());
+    db.refuse_delete(*oldest).await;
+    let upto = newest.to_string();
+    post(
+        &app,
+        "/jobs/bulk",
+        &[
+            ("action", "cancel"),
+            ("all_matching", "1"),
+            ("queue", "mail"),
+            ("confirm", "600"),
+            ("upto", &upto),
+        ],
+    )
+    .await
+    .expect(StatusCode::INTERNAL_SERVER_ERROR)
+    .has("bulk action stopped partway: 500 jobs were already cancelled and stay so")
+    .has("refused by the test");
+    assert_eq!(state(&db, *newest).await.as_deref(), Some("cancelled"));
+    assert_eq!(state(&db, *oldest).await.as_deref(), Some("queued"));
+}
+
+#[tokio::test]
 async fn bulk_by_filter_with_nothing_matching_says_so() {
     let (db, app) = support::full().await;
     mails(&db, 1).await;
