@@ -179,9 +179,12 @@ pub enum Error {
     },
     /// A bulk action ([`crate::control::cancel_matching`] and its siblings) failed
     /// partway. It works in batches of short transactions, so the batches before
-    /// the failure were committed and stay done: `report` says which jobs, and
-    /// `source` what stopped it. The failing batch and those after it changed
-    /// nothing; running the same action again takes up the rest.
+    /// the failure were committed and stay done: `report.done` lists every job
+    /// changed (with those of a batch that committed before a lookup about its
+    /// refusals failed), and `source` says what stopped it. The jobs not yet
+    /// reached are unchanged, except that a batch whose commit went unanswered
+    /// (a lost connection, a timeout) may have committed unseen. Running the
+    /// same action again takes up the rest.
     #[error("bulk action stopped partway: {} jobs were already {action} and stay so; the jobs not yet reached are unchanged", report.done.len())]
     BulkStopped {
         /// What the action does to a job (`"retried"`, `"cancelled"`, `"deleted"`).

@@ -54,12 +54,7 @@ async fn an_outcome_write_held_up_by_a_locked_row_is_cancelled_on_the_server() {
 
     // Another session locks the running job's row, then the job fails: its
     // outcome write waits for the lock past the runtime's db_timeout.
-    let mut lock = db.pool.begin().await.unwrap();
-    sqlx::query("select 1 from lq.jobs where id = $1 for update")
-        .bind(failing)
-        .execute(&mut *lock)
-        .await
-        .unwrap();
+    let lock = db.lock_row(failing).await;
     gate.send_replace(true);
     let waiting = "select pid, query_start from pg_stat_activity
                    where datname = current_database() and wait_event_type = 'Lock'

@@ -229,12 +229,7 @@ async fn a_cancel_by_state_reports_a_job_claimed_while_it_waited_as_left_by_the_
     let db = TestDb::new().await;
     let ids = enqueue_noops(&db, 2, "left-q").await;
     // A worker's claim holds the first job's row lock while the cancel runs.
-    let mut claim = db.pool.begin().await.unwrap();
-    sqlx::query("select 1 from lq.jobs where id = $1 for update")
-        .bind(ids[0])
-        .execute(&mut *claim)
-        .await
-        .unwrap();
+    let mut claim = db.lock_row(ids[0]).await;
     let queued = JobFilter::new().queue("left-q").state(JobState::Queued);
     let pool = db.pool.clone();
     let cancel = tokio::spawn(async move { control::cancel_matching(&pool, &queued, None).await });

@@ -69,12 +69,7 @@ async fn a_row_locked_elsewhere_does_not_cost_the_other_jobs_their_leases() {
     .await;
 
     // Another session locks one running job's row for three lease lengths.
-    let mut lock = db.pool.begin().await.unwrap();
-    sqlx::query("select 1 from lq.jobs where id = $1 for update")
-        .bind(locked)
-        .execute(&mut *lock)
-        .await
-        .unwrap();
+    let mut lock = db.lock_row(locked).await;
     sqlx::query("select pg_sleep(6)")
         .execute(&mut *lock)
         .await
@@ -158,12 +153,7 @@ async fn a_success_whose_row_is_locked_elsewhere_does_not_hold_back_the_others()
     )
     .await;
 
-    let mut lock = db.pool.begin().await.unwrap();
-    sqlx::query("select 1 from lq.jobs where id = $1 for update")
-        .bind(locked)
-        .execute(&mut *lock)
-        .await
-        .unwrap();
+    let lock = db.lock_row(locked).await;
     let succeeded = |id: i64| {
         format!(
             "select exists (select from lq.finished_jobs where id = {id} and state = 'succeeded')"

@@ -1,6 +1,7 @@
 //! Integration tests against a real PostgreSQL; each test has its own database.
 
 mod abandoned_statement;
+mod adaptive_batch;
 mod bulk;
 mod claim_ahead;
 mod cluster;

@@ -91,6 +91,19 @@ impl TestDb {
         finish_job(&mut conn, id, state, ago_secs).await;
     }
 
+    /// Locks live job `id`'s row (`for update`) in a transaction of its own, as a
+    /// claim or a slow statement elsewhere would; the lock holds until the
+    /// returned transaction ends.
+    pub async fn lock_row(&self, id: i64) -> sqlx::Transaction<'static, sqlx::Postgres> {
+        let mut tx = self.pool.begin().await.expect("begin");
+        sqlx::query("select 1 from lq.jobs where id = $1 for update")
+            .bind(id)
+            .execute(&mut *tx)
+            .await
+            .expect("lock the row");
+        tx
+    }
+
     /// Makes the server refuse to take live job `id` out of `lq.jobs` (a trigger
     /// raising "refused by the test"), so a statement that moves it fails;
     /// [`TestDb::allow_delete`] lifts it.

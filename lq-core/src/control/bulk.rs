@@ -229,8 +229,14 @@ async fn refusal(
         return Ok(Error::LeftFilter { id, state, action });
     }
     Ok(match (action, state) {
+        // A job deleted since the batch looked at it is refused as gone, not
+        // a failure of the whole action.
         (Action::Retry, JobState::Dead | JobState::Cancelled) => {
-            super::unique_key_holder(pool, id).await?
+            match super::unique_key_holder(pool, id).await {
+                Ok(held) => held,
+                Err(Error::NotFound { id }) => Error::NotFound { id },
+                Err(e) => return Err(e),
+            }
         }
         _ => Error::WrongState {
             id,

@@ -92,13 +92,7 @@ pub async fn job_complete_many(
     ids: &[i64],
     tokens: &[Uuid],
 ) -> Result<Vec<i64>, Error> {
-    let (ids, tokens) = by_id(ids, tokens);
-    sqlx::query_scalar(COMPLETE_MANY)
-        .bind(ids)
-        .bind(tokens)
-        .fetch_all(&mut *conn)
-        .await
-        .map_err(err("job_complete_many"))
+    complete(conn, COMPLETE_MANY, "job_complete_many", ids, tokens).await
 }
 
 /// [`job_complete_many`] for the rows no other session holds locked, without
@@ -111,13 +105,14 @@ pub async fn job_complete_unlocked(
     ids: &[i64],
     tokens: &[Uuid],
 ) -> Result<Vec<i64>, Error> {
-    let (ids, tokens) = by_id(ids, tokens);
-    sqlx::query_scalar(COMPLETE_MANY_UNLOCKED)
-        .bind(ids)
-        .bind(tokens)
-        .fetch_all(&mut *conn)
-        .await
-        .map_err(err("job_complete_unlocked"))
+    complete(
+        conn,
+        COMPLETE_MANY_UNLOCKED,
+        "job_complete_unlocked",
+        ids,
+        tokens,
+    )
+    .await
 }
 
 /// [`job_complete_many`] whose move to the history overwrites a row already there
@@ -128,13 +123,32 @@ pub async fn job_complete_many_replacing(
     ids: &[i64],
     tokens: &[Uuid],
 ) -> Result<Vec<i64>, Error> {
+    complete(
+        conn,
+        COMPLETE_MANY_REPLACING,
+        "job_complete_many_replacing",
+        ids,
+        tokens,
+    )
+    .await
+}
+
+/// Runs one of the success statements on the `(id, token)` pairs, in id order;
+/// returns the ids it wrote.
+async fn complete(
+    conn: &mut PgConnection,
+    sql: &'static str,
+    op: &'static str,
+    ids: &[i64],
+    tokens: &[Uuid],
+) -> Result<Vec<i64>, Error> {
     let (ids, tokens) = by_id(ids, tokens);
-    sqlx::query_scalar(COMPLETE_MANY_REPLACING)
+    sqlx::query_scalar(sql)
         .bind(ids)
         .bind(tokens)
         .fetch_all(&mut *conn)
         .await
-        .map_err(err("job_complete_many_replacing"))
+        .map_err(err(op))
 }
 
 /// The `(id, token)` pairs sorted by id, as two arrays: the order the success
