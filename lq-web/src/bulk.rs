@@ -122,7 +122,7 @@ async fn handle(ctx: &Ctx, sh: &Shared, form: &Pairs) -> Result<Markup, PageErro
             &format!("{} selected jobs {ids:?}", ids.len()),
             &result,
         );
-        return Ok(report(ctx, action, "the selected jobs", &result?));
+        return finished(ctx, action, "the selected jobs", result);
     }
     if form.get("all_matching") != Some("1") {
         return Err(PageError::bad_request(
@@ -150,12 +150,7 @@ async fn handle(ctx: &Ctx, sh: &Shared, form: &Pairs) -> Result<Markup, PageErro
         &format!("{confirmed} jobs matching {described} (ids up to {upto})"),
         &result,
     );
-    Ok(report(
-        ctx,
-        action,
-        &format!("jobs matching {described}"),
-        &result?,
-    ))
+    finished(ctx, action, &format!("jobs matching {described}"), result)
 }
 
 /// Counts what the filter matches now and asks to go ahead with that number.
@@ -231,13 +226,48 @@ fn confirm_selected(ctx: &Ctx, ids: &[i64]) -> Markup {
     }
 }
 
-/// What a bulk action did: how many it acted on, and each refusal with its reason.
-fn report(ctx: &Ctx, action: Action, what: &str, r: &BulkReport) -> Markup {
-    html! {
-        h1 #bulk-result {
-            (action.past()) " " (layout::count(r.done.len() as u64)) " of "
-            (layout::count(r.matched)) " " (what)
+/// The page after a bulk action: its report, or for one that stopped partway,
+/// the error page with the report of what it did before it stopped.
+fn finished(
+    ctx: &Ctx,
+    action: Action,
+    what: &str,
+    result: Result<BulkReport, lq_core::Error>,
+) -> Result<Markup, PageError> {
+    let e = match result {
+        Ok(r) => {
+            return Ok(html! {
+                h1 #bulk-result { (result_line(action, what, &r)) }
+                (report(ctx, &r))
+            })
         }
+        Err(e) => e,
+    };
+    let done = match &e {
+        lq_core::Error::BulkStopped { report: r, .. } => Some(html! {
+            h2 #bulk-result { (result_line(action, what, r)) " before it stopped" }
+            (report(ctx, r))
+        }),
+        _ => None,
+    };
+    let mut page = PageError::from(e);
+    page.detail = done;
+    Err(page)
+}
+
+/// "Cancelled 3 of 4 jobs matching queue mail".
+fn result_line(action: Action, what: &str, r: &BulkReport) -> String {
+    format!(
+        "{} {} of {} {what}",
+        action.past(),
+        layout::count(r.done.len() as u64),
+        layout::count(r.matched)
+    )
+}
+
+/// What a bulk action did: each refusal with its reason.
+fn report(ctx: &Ctx, r: &BulkReport) -> Markup {
+    html! {
         @if r.refused.is_empty() {
             p { "None refused." }
         } @else {

@@ -81,6 +81,9 @@ impl Ctx {
         let body = html! {
             h1 { (title) }
             p.error-message role="alert" { (e.message) }
+            @if let Some(detail) = &e.detail {
+                (detail)
+            }
             p { a href=(self.url("/")) { "Back to the overview" } }
         };
         self.page_with(e.status, title, body)

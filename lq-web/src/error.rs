@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 
 use axum::http::StatusCode;
 use lq_core::sqlx;
+use maud::Markup;
 
 /// Why [`crate::serve`] could not start or stopped.
 ///
@@ -52,6 +53,9 @@ pub enum Error {
 pub(crate) struct PageError {
     pub status: StatusCode,
     pub message: String,
+    /// Shown under the message: what was done before the failure (a bulk
+    /// action that stopped partway).
+    pub detail: Option<Markup>,
 }
 
 impl PageError {
@@ -59,6 +63,7 @@ impl PageError {
         Self {
             status,
             message: message.into(),
+            detail: None,
         }
     }
 
@@ -110,7 +115,11 @@ impl From<lq_core::Error> for PageError {
                  (docs/roles.md lists the operator's grants)"
             );
         }
-        Self { status, message }
+        Self {
+            status,
+            message,
+            detail: None,
+        }
     }
 }
 

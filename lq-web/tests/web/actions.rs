@@ -275,7 +275,8 @@ async fn bulk_by_filter_that_fails_partway_says_how_many_it_did_before() {
     .await
     .expect(StatusCode::INTERNAL_SERVER_ERROR)
     .has("bulk action stopped partway: 500 jobs were already cancelled and stay so")
-    .has("refused by the test");
+    .has("refused by the test")
+    .has("Cancelled 500 of 500 jobs matching queue mail before it stopped");
     assert_eq!(state(&db, *newest).await.as_deref(), Some("cancelled"));
     assert_eq!(state(&db, *oldest).await.as_deref(), Some("queued"));
 }
