@@ -361,11 +361,13 @@ async fn write_unlocked(
         // Not known: kept for the next try, which tells a lost lease then.
         Err(_) => rest.into_iter().filter(|i| !locked.contains(i)).collect(),
     };
-    for &i in newly_locked.iter().filter(|_| announce) {
-        warn!(
-            id = ids[i],
-            "success not written yet: another session holds the job's row locked; trying again every second"
-        );
+    if announce {
+        for &i in &newly_locked {
+            warn!(
+                id = ids[i],
+                "success not written yet: another session holds the job's row locked; trying again every second"
+            );
+        }
     }
     locked.extend(newly_locked);
     Ok(written)
