@@ -125,8 +125,9 @@ impl JobContext {
         self.inner.cron.as_ref()
     }
 
-    /// The job's free-form metadata (`lq.jobs.meta`), if it has any. Keys under
-    /// `"lq"` are litequeue's own (the cron tick, trace context).
+    /// The job's free-form metadata (`lq.jobs.meta`), if it has any. The key
+    /// `"lq"` is litequeue's own (the cron tick); trace context, when there is
+    /// any, is under the top-level keys `traceparent` and `tracestate`.
     pub fn meta(&self) -> Option<&serde_json::Value> {
         self.inner.meta.as_ref()
     }

@@ -182,14 +182,25 @@ pub async fn retry_now(pool: &PgPool, id: i64) -> Result<(), Error> {
     }
 }
 
-/// [`Error::UniqueKeyHeld`] for job `id`, whose unique key a live job holds (its
-/// holder found now; 0 if it has ended meanwhile).
+/// Why finished job `id` could not be retried, looked up now: usually
+/// [`Error::UniqueKeyHeld`], its unique key held by a live job (0 if that has
+/// ended meanwhile). If the job itself is no longer finished (another session
+/// retried it first: two operators, or a double-submitted form), it is
+/// [`Error::WrongState`] with its state now, not a key it holds itself.
 async fn unique_key_holder(pool: &PgPool, id: i64) -> Result<Error, Error> {
     pinned(pool, "job_retry_now", |conn| {
         Box::pin(async move {
             let row = db::control::job_get(conn, id)
                 .await?
                 .ok_or(Error::NotFound { id })?;
+            if !matches!(row.state, JobState::Dead | JobState::Cancelled) {
+                let state = row.state;
+                return Ok(Error::WrongState {
+                    id,
+                    state,
+                    action: "retried",
+                });
+            }
             let key = row.unique_key.unwrap_or_default();
             let holder = db::enqueue::job_find_live_by_key(conn, &row.kind, &key)
                 .await?

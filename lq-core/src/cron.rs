@@ -92,6 +92,10 @@ pub struct CronTick {
     pub ticks_covered: u32,
 }
 
+/// The metadata key litequeue keeps for its own records (the cron tick); an
+/// enqueue that sets it is refused.
+pub(crate) const META_KEY: &str = "lq";
+
 impl CronTick {
     /// A tick, as a test builds one for [`crate::testing::TestContext::cron`].
     pub fn new(tick: DateTime<Utc>, catch_up: bool, ticks_covered: u32) -> Self {
@@ -104,7 +108,7 @@ impl CronTick {
 
     /// The job metadata that records this tick.
     pub fn to_meta(&self) -> serde_json::Value {
-        serde_json::json!({"lq": {"cron": {
+        serde_json::json!({(META_KEY): {"cron": {
             "tick": self.tick,
             "catch_up": self.catch_up,
             "ticks": self.ticks_covered,
@@ -113,7 +117,7 @@ impl CronTick {
 
     /// Reads a tick back from job metadata; `None` when absent or malformed.
     pub fn from_meta(meta: &serde_json::Value) -> Option<Self> {
-        let cron = meta.get("lq")?.get("cron")?;
+        let cron = meta.get(META_KEY)?.get("cron")?;
         Some(Self {
             tick: serde_json::from_value(cron.get("tick")?.clone()).ok()?,
             catch_up: cron.get("catch_up")?.as_bool()?,

@@ -102,8 +102,10 @@ impl EnqueueOptions {
     /// payload, shown by `control` and the `lq` CLI, filterable with
     /// [`crate::JobFilter::meta_contains`], readable in the handler through
     /// [`crate::JobContext::meta`]): tenant, request id, tags. The key `lq` is
-    /// litequeue's own (the cron tick), and `traceparent`/`tracestate` carry trace
-    /// context under the `otel` feature; a value set here for them is replaced.
+    /// litequeue's own (the cron tick): the enqueue refuses it with
+    /// [`Error::InvalidMeta`]. `traceparent`/`tracestate` carry trace context:
+    /// under the `otel` feature, with a span current, the span's context
+    /// replaces a value set here for them.
     ///
     /// ```
     /// use lq_core::EnqueueOptions;
@@ -230,6 +232,13 @@ fn meta_of<J: Job>(opts: &EnqueueOptions) -> Result<Option<String>, Error> {
         return Err(Error::InvalidMeta {
             kind: J::KIND,
             reason: "has a value that does not serialise to JSON",
+        });
+    }
+    if opts.meta.contains_key(crate::cron::META_KEY) {
+        // The handler would read it as a cron tick (`JobContext::cron`).
+        return Err(Error::InvalidMeta {
+            kind: J::KIND,
+            reason: "uses the key \"lq\", which litequeue keeps for its own (the cron tick): choose another key",
         });
     }
     let mut meta = opts.meta.clone();

@@ -15,7 +15,10 @@ pub enum Error {
         #[source]
         source: sqlx::Error,
     },
-    /// A statement did not answer in time; the connection is dropped.
+    /// A statement did not answer in time; the connection is dropped. A write
+    /// may still have committed (its answer was what did not arrive): an
+    /// enqueue called again may enqueue the job twice, unless the job has a
+    /// unique key.
     #[error("database call {op} timed out after {after:?}")]
     Timeout {
         /// The statement that timed out.

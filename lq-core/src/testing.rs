@@ -17,7 +17,7 @@
 //! let job = testing::assert_enqueued(&mut *tx, &SendWelcomeEmail { user_id: 42 }).await;
 //! assert_eq!(job.queue, "default");
 //!
-//! // Run the handler directly, as attempt 3 of 3.
+//! // Run the handler directly, as attempt 3 (of the type's default 20).
 //! let ctx = testing::TestContext::new::<SendWelcomeEmail>().attempt(3).build();
 //! assert!(testing::perform_job(&job.job, &ctx).await.is_ok());
 //! # Ok(()) }

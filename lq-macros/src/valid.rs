@@ -204,7 +204,8 @@ fn check_name(what: &str, lit: &LitStr) -> syn::Result<String> {
     })
 }
 
-/// The naming rule of `lq_core::validate_name`: 1–128 bytes of `A-Z a-z 0-9 _ - . :`.
+/// The naming rule of `lq_core::validate_name`: 1–128 bytes of `A-Z a-z 0-9 _ - . :`,
+/// not only dots.
 fn name_rule(name: &str) -> Result<(), &'static str> {
     if name.is_empty() {
         Err("it is empty; use 1 to 128 of the characters A-Z a-z 0-9 _ - . :")
@@ -215,6 +216,8 @@ fn name_rule(name: &str) -> Result<(), &'static str> {
         .all(|b| b.is_ascii_alphanumeric() || b"_-.:".contains(&b))
     {
         Err("use only the characters A-Z a-z 0-9 _ - . : (no spaces)")
+    } else if name.bytes().all(|b| b == b'.') {
+        Err("it is only dots, which a URL reads as a path step (the dashboard could not address it)")
     } else {
         Ok(())
     }

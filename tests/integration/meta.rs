@@ -147,6 +147,17 @@ async fn bad_metadata_is_a_typed_error_and_writes_nothing() {
         .await
         .unwrap_err();
     assert!(e.to_string().contains("does not serialise"), "{e}");
+    // The key `lq` is litequeue's: the handler would read it as a cron tick.
+    let forged = EnqueueOptions::new().meta("lq", serde_json::json!({"cron": {}}));
+    let e = job()
+        .enqueue_with(&db.pool, forged.clone())
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("\"lq\""), "{e}");
+    let e = Tenanted::enqueue_many(&db.pool, [job()], forged)
+        .await
+        .unwrap_err();
+    assert!(matches!(e, CoreError::InvalidMeta { .. }), "{e}");
     assert_eq!(db.count("queued").await, 0);
 }
 
