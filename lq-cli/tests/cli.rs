@@ -328,8 +328,15 @@ async fn queues_runtimes_cron_and_doctor_show_the_cluster() {
         "{unserved}"
     );
 
-    let (code, json, _) = lq(&db, &["queues", "pause", "cli-q", "--by", "test"]);
+    let (code, json, err) = lq(&db, &["queues", "pause", "cli-q", "--by", "test"]);
     assert_eq!((code, json["changed"].as_bool()), (0, Some(true)));
+    assert_eq!(json["known"], true, "cli-q has queued jobs");
+    assert!(err.is_empty(), "{err}");
+    // A name nothing uses (a typo, most often) is paused ahead, with a note.
+    let (code, json, err) = lq(&db, &["queues", "pause", "cli-qq"]);
+    assert_eq!((code, json["known"].as_bool()), (0, Some(false)));
+    assert!(err.contains("no live job is in queue \"cli-qq\""), "{err}");
+    lq(&db, &["queues", "resume", "cli-qq"]);
     let (_, json, _) = lq(&db, &["queues", "list"]);
     let q = json["queues"]
         .as_array()
@@ -511,11 +518,14 @@ async fn text_from_applications_reaches_the_terminal_escaped() {
     let id = insert(&db, "cli.charge", "esc-q", 1).await[0];
     db.finish(id, "dead", 60.0).await;
     // An upstream's reply quoted in a job's error: clears the screen, sets the
-    // clipboard (OSC 52), and a worker name with a C1 control.
+    // clipboard (OSC 52), and a worker name, a payload and metadata with C1 and
+    // DEL controls (JSON leaves them unescaped).
     sqlx::query(
         "update lq.finished_jobs set errors = jsonb_build_array(jsonb_build_object(
              'attempt', 1, 'at', '2026-01-01T00:00:00Z', 'worker', 'w' || chr(155) || '2J',
-             'error', 'bad gateway ' || chr(27) || '[2J' || chr(27) || ']52;c;aGk=' || chr(7)))
+             'error', 'bad gateway ' || chr(27) || '[2J' || chr(27) || ']52;c;aGk=' || chr(7))),
+             payload = jsonb_build_object('note', 'csi' || chr(155) || '2J'),
+             meta = jsonb_build_object('tag', 'del' || chr(127))
          where id = $1",
     )
     .bind(id)

@@ -25,7 +25,13 @@ pub(crate) async fn job(
 ) -> Response {
     let id = match params::parse_id("the job id", &id) {
         Ok(id) => id,
-        Err(e) => return ctx.error(PageError::bad_request(e.to_string())),
+        Err(e) => {
+            return ctx.error(refused_post(
+                &ctx,
+                &action,
+                PageError::bad_request(e.to_string()),
+            ))
+        }
     };
     if action == "delete" && form.get("confirm") != Some("yes") {
         return ctx.render("Delete job", Ok(confirm_delete(&ctx, id)));
@@ -35,9 +41,10 @@ pub(crate) async fn job(
         "cancel" => control::cancel(&sh.pool, id).await.map(|_| "cancelled"),
         "delete" => delete(&sh, id).await.map(|()| "deleted"),
         other => {
-            return ctx.error(PageError::not_found(format!(
+            let e = PageError::not_found(format!(
                 "there is no action {other:?}: use retry, cancel or delete"
-            )))
+            ));
+            return ctx.error(refused_post(&ctx, other, e));
         }
     };
     audit(&ctx, &action, &format!("job {id}"), &result);
@@ -99,9 +106,9 @@ pub(crate) async fn queue(
         "pause" => control::pause_queue(&sh.pool, &name, &by).await,
         "resume" => control::resume_queue(&sh.pool, &name).await,
         other => {
-            return ctx.error(PageError::not_found(format!(
-                "there is no action {other:?}: use pause or resume"
-            )))
+            let e =
+                PageError::not_found(format!("there is no action {other:?}: use pause or resume"));
+            return ctx.error(refused_post(&ctx, other, e));
         }
     };
     audit(&ctx, &action, &format!("queue {name}"), &result);
@@ -126,8 +133,69 @@ pub(crate) async fn queue(
     }
 }
 
+/// Runs a bulk action in a task of its own, and audit-logs its outcome there.
+/// hyper drops a request's future when the client goes away, so a browser or a
+/// proxy giving up on a long action would otherwise stop it between two
+/// batches, with no audit line for the batches already done. In its own task
+/// the action goes on to its end and is logged; the page waits for it.
+pub(crate) async fn run_to_end<T: Send + 'static>(
+    ctx: &Ctx,
+    action: &'static str,
+    target: String,
+    work: impl std::future::Future<Output = Result<T, lq_core::Error>> + Send + 'static,
+) -> Result<T, lq_core::Error> {
+    let (user, access) = (ctx.user.clone(), ctx.access);
+    let task = tokio::spawn(async move {
+        let result = work.await;
+        audit_as(user.as_deref(), access, action, &target, &result);
+        result
+    });
+    match task.await {
+        Ok(result) => result,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        // Cancelled: only when the tokio runtime shuts down, and then no
+        // response is sent anyway.
+        Err(_) => std::future::pending().await,
+    }
+}
+
 /// Logs an action on `target` and its outcome to `lq_web::audit`.
 pub(crate) fn audit<T>(ctx: &Ctx, action: &str, target: &str, result: &Result<T, lq_core::Error>) {
+    audit_as(ctx.user.as_deref(), ctx.access, action, target, result);
+}
+
+/// Logs a POST refused before its action ran (a bad id, an unknown action, a
+/// confirmation that does not match) to `lq_web::audit`, and hands `e` back.
+pub(crate) fn refused_post(ctx: &Ctx, action: &str, e: PageError) -> PageError {
+    log_refusal(
+        ctx.user.as_deref(),
+        ctx.access,
+        action,
+        &ctx.path,
+        &e.message,
+    );
+    e
+}
+
+/// The audit line of a refused POST: `action` on `target`, and why.
+pub(crate) fn log_refusal(
+    user: Option<&str>,
+    access: crate::Access,
+    action: &str,
+    target: &str,
+    why: &str,
+) {
+    audit_line(user, access, action, target, &format!("refused: {why}"));
+}
+
+/// [`audit`] for an action that outlives its request's context.
+fn audit_as<T>(
+    user: Option<&str>,
+    access: crate::Access,
+    action: &str,
+    target: &str,
+    result: &Result<T, lq_core::Error>,
+) {
     let outcome = match result {
         Ok(_) => "done".to_owned(),
         Err(e @ lq_core::Error::BulkStopped { .. }) => {
@@ -135,12 +203,24 @@ pub(crate) fn audit<T>(ctx: &Ctx, action: &str, target: &str, result: &Result<T,
         }
         Err(e) => format!("refused: {}", lq_core::chain(e)),
     };
+    audit_line(user, access, action, target, &outcome);
+}
+
+/// One line to the `lq_web::audit` target: who did `action` to `target`, and
+/// how it ended (`done`, `partly done: …` or `refused: …`).
+fn audit_line(
+    user: Option<&str>,
+    access: crate::Access,
+    action: &str,
+    target: &str,
+    outcome: &str,
+) {
     tracing::info!(
         target: "lq_web::audit",
         action,
         target,
-        user = ctx.user.as_deref().unwrap_or("-"),
-        access = ctx.access.as_str(),
+        user = user.unwrap_or("-"),
+        access = access.as_str(),
         outcome,
         "dashboard action"
     );

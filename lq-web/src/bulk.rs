@@ -15,7 +15,7 @@ use lq_core::{
 use maud::{html, Markup};
 
 use crate::{
-    actions::audit,
+    actions::{refused_post, run_to_end},
     context::Ctx,
     error::PageError,
     guard::FormBody,
@@ -63,17 +63,25 @@ impl Action {
         }
     }
 
+    /// Runs the action on the jobs `filter` matches (at most `limit`) to its
+    /// end, audit-logged as done to `target`, whether or not the request waits.
     async fn run(
         self,
-        sh: &Shared,
-        filter: &JobFilter,
+        ctx: &Ctx,
+        sh: &Arc<Shared>,
+        filter: JobFilter,
         limit: Option<u64>,
+        target: String,
     ) -> Result<BulkReport, lq_core::Error> {
-        match self {
-            Self::Retry => control::retry_matching(&sh.pool, filter, limit).await,
-            Self::Cancel => control::cancel_matching(&sh.pool, filter, limit).await,
-            Self::Delete => control::delete_matching(&sh.pool, filter, limit).await,
-        }
+        let pool = sh.pool.clone();
+        run_to_end(ctx, self.verb(), target, async move {
+            match self {
+                Self::Retry => control::retry_matching(&pool, &filter, limit).await,
+                Self::Cancel => control::cancel_matching(&pool, &filter, limit).await,
+                Self::Delete => control::delete_matching(&pool, &filter, limit).await,
+            }
+        })
+        .await
     }
 }
 
@@ -86,9 +94,12 @@ pub(crate) async fn post(
     ctx.render("Bulk action", result)
 }
 
-async fn handle(ctx: &Ctx, sh: &Shared, form: &Pairs) -> Result<Markup, PageError> {
-    let action = Action::parse(form.get("action"))?;
-    let bad = |e: params::ParamError| PageError::bad_request(e.to_string());
+async fn handle(ctx: &Ctx, sh: &Arc<Shared>, form: &Pairs) -> Result<Markup, PageError> {
+    // A request refused before the action runs is audit-logged here; the
+    // action's own outcome is logged by `run_to_end`.
+    let refuse = |e: PageError| refused_post(ctx, "bulk", e);
+    let bad = |e: params::ParamError| refuse(PageError::bad_request(e.to_string()));
+    let action = Action::parse(form.get("action")).map_err(refuse)?;
     let ids: Vec<i64> = form
         .all("ids")
         .map(|v| params::parse_id("ids", v))
@@ -96,10 +107,10 @@ async fn handle(ctx: &Ctx, sh: &Shared, form: &Pairs) -> Result<Markup, PageErro
         .map_err(bad)?;
     if !ids.is_empty() {
         if ids.len() > MAX_SELECTED {
-            return Err(PageError::bad_request(format!(
+            return Err(refuse(PageError::bad_request(format!(
                 "{} jobs selected: select at most {MAX_SELECTED}, or act on all matching",
                 ids.len()
-            )));
+            ))));
         }
         if action == Action::Delete {
             // Deleting is for good: the server asks, whatever the browser did.
@@ -108,28 +119,24 @@ async fn handle(ctx: &Ctx, sh: &Shared, form: &Pairs) -> Result<Markup, PageErro
             };
             let confirmed = params::parse_count("confirm", confirmed).map_err(bad)?;
             if confirmed != ids.len() as u64 {
-                return Err(PageError::bad_request(format!(
+                return Err(refuse(PageError::bad_request(format!(
                     "the confirmation names {confirmed} jobs, the selection {}: select again",
                     ids.len()
-                )));
+                ))));
             }
         }
         let filter = ids.iter().copied().fold(JobFilter::new(), JobFilter::id);
-        let result = action.run(sh, &filter, None).await;
-        audit(
-            ctx,
-            action.verb(),
-            &format!("{} selected jobs {ids:?}", ids.len()),
-            &result,
-        );
+        let target = format!("{} selected jobs {ids:?}", ids.len());
+        let result = action.run(ctx, sh, filter, None, target).await;
+        let result = result.map(|r| with_vanished(r, &ids));
         return finished(ctx, action, "the selected jobs", result);
     }
     if form.get("all_matching") != Some("1") {
-        return Err(PageError::bad_request(
+        return Err(refuse(PageError::bad_request(
             "no job selected: tick jobs in the list, or act on all matching",
-        ));
+        )));
     }
-    let filter = Filter::parse(form).map_err(bad)?;
+    let filter = Filter::parse(form, sh.config.redact.is_some()).map_err(bad)?;
     let described = filter.describe();
     let Some(confirmed) = form.get("confirm") else {
         return confirmation(ctx, sh, action, &filter).await;
@@ -140,16 +147,15 @@ async fn handle(ctx: &Ctx, sh: &Shared, form: &Pairs) -> Result<Markup, PageErro
         .map(|v| params::parse_id("upto", v))
         .transpose()
         .map_err(bad)?
-        .ok_or_else(|| PageError::bad_request("the confirmation lacks upto: count again"))?;
+        .ok_or_else(|| {
+            refuse(PageError::bad_request(
+                "the confirmation lacks upto: count again",
+            ))
+        })?;
     let mut pinned = filter.to_job_filter();
     pinned.max_id = Some(upto);
-    let result = action.run(sh, &pinned, Some(confirmed)).await;
-    audit(
-        ctx,
-        action.verb(),
-        &format!("{confirmed} jobs matching {described} (ids up to {upto})"),
-        &result,
-    );
+    let target = format!("{confirmed} jobs matching {described} (ids up to {upto})");
+    let result = action.run(ctx, sh, pinned, Some(confirmed), target).await;
     finished(ctx, action, &format!("jobs matching {described}"), result)
 }
 
@@ -160,13 +166,10 @@ async fn confirmation(
     action: Action,
     filter: &Filter,
 ) -> Result<Markup, PageError> {
-    let job_filter = filter.to_job_filter();
-    let n: u64 = control::count(&sh.pool, &job_filter)
-        .await?
-        .iter()
-        .map(|c| c.count)
-        .sum();
+    let mut job_filter = filter.to_job_filter();
     let back = format!("{}?{}", ctx.url("/jobs"), filter.query(&[]));
+    // The newest match first, then the count of the jobs up to it: the number
+    // asked and the jobs acted on are the same set, whatever is enqueued between.
     let newest = control::list(&sh.pool, &job_filter, 1).await?;
     let Some(newest) = newest.first() else {
         return Ok(html! {
@@ -175,6 +178,12 @@ async fn confirmation(
             p { a href=(back) { "Back to the jobs" } }
         });
     };
+    job_filter.max_id = Some(newest.id);
+    let n: u64 = control::count(&sh.pool, &job_filter)
+        .await?
+        .iter()
+        .map(|c| c.count)
+        .sum();
     let verb = action.verb();
     let question = format!(
         "{}{} {} {} matching {}?",
@@ -224,6 +233,27 @@ fn confirm_selected(ctx: &Ctx, ids: &[i64]) -> Markup {
             a href=(ctx.url("/jobs")) { "No, go back" }
         }
     }
+}
+
+/// `r` with each selected job it did not find (deleted or pruned since the
+/// list was shown) refused as not found, as `lq` says "no job N": a selection
+/// never shrinks without a word.
+fn with_vanished(mut r: BulkReport, selected: &[i64]) -> BulkReport {
+    let seen: std::collections::HashSet<i64> = (r.done.iter().copied())
+        .chain(r.refused.iter().map(|(id, _)| *id))
+        .collect();
+    let mut gone: Vec<i64> = selected
+        .iter()
+        .copied()
+        .filter(|id| !seen.contains(id))
+        .collect();
+    gone.sort_unstable();
+    gone.dedup();
+    r.refused.extend(
+        gone.into_iter()
+            .map(|id| (id, lq_core::Error::NotFound { id })),
+    );
+    r
 }
 
 /// The page after a bulk action: its report, or for one that stopped partway,

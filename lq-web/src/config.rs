@@ -139,7 +139,9 @@ impl WebConfig {
 
     /// A hook that edits each payload (decoded) before the job page shows it,
     /// for fields no operator should read. A payload too deep to decode is not
-    /// shown at all while a hook is set.
+    /// shown at all while a hook is set, and the job list offers no payload
+    /// filter (a containment query would confirm a hidden value a guess at a
+    /// time). Metadata is shown as stored: keep secrets out of it.
     ///
     /// ```
     /// fn no_tokens(_kind: &str, payload: &mut serde_json::Value) {

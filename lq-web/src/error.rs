@@ -96,14 +96,20 @@ impl From<lq_core::Error> for PageError {
             }
             E::InvalidName { .. } | E::InvalidFilter { .. } => StatusCode::BAD_REQUEST,
             E::Timeout { .. } => StatusCode::SERVICE_UNAVAILABLE,
-            E::Database { source, .. } if unreachable(source) => StatusCode::SERVICE_UNAVAILABLE,
+            E::Database { source, .. } if unreachable(source) || gave_up(source) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             E::Database { source, .. } if lq_core::lacks_grant(source) || read_only(source) => {
                 StatusCode::FORBIDDEN
             }
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
         let mut message = lq_core::chain(&e);
-        if status == StatusCode::SERVICE_UNAVAILABLE {
+        if gave_up_on(cause) {
+            message = format!(
+                "the database did not answer in time (a long query, or a row another session holds locked); try again: {message}"
+            );
+        } else if status == StatusCode::SERVICE_UNAVAILABLE {
             message = format!("the database is unavailable: {message}");
         } else if matches!(cause, E::Database { source, .. } if read_only(source)) {
             message = format!(
@@ -127,6 +133,21 @@ impl From<lq_core::Error> for PageError {
 /// session with `default_transaction_read_only` on.
 fn read_only(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Database(d) if d.code().as_deref() == Some("25006"))
+}
+
+/// True for a statement the server gave up on: its statement timeout (or a
+/// cancel) or its lock timeout. The page may work when tried again.
+fn gave_up(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(d) if matches!(d.code().as_deref(), Some("57014" | "55P03")))
+}
+
+/// True when `e` is a time limit, the client's or the server's.
+fn gave_up_on(e: &lq_core::Error) -> bool {
+    match e {
+        lq_core::Error::Timeout { .. } => true,
+        lq_core::Error::Database { source, .. } => gave_up(source),
+        _ => false,
+    }
 }
 
 /// True for a driver error that means "no answer from the database" rather

@@ -66,6 +66,11 @@ pub(crate) async fn guard(State(sh): State<Arc<Shared>>, req: Request, next: Nex
         || path == "/health"
         || (sh.login.is_some() && path == "/login");
     let response = if granted == Access::None && !open {
+        if parts.method != Method::GET && parts.method != Method::HEAD {
+            let why = "no access (credentials missing or wrong)";
+            let action = format!("{} {path}", parts.method);
+            crate::actions::log_refusal(ctx.user.as_deref(), ctx.access, &action, &path, why);
+        }
         denied(&ctx, sh.config.authorize.denied(&parts))
     } else if parts.method == Method::GET || parts.method == Method::HEAD {
         parts.extensions.insert(ctx.clone());
@@ -78,13 +83,13 @@ pub(crate) async fn guard(State(sh): State<Arc<Shared>>, req: Request, next: Nex
                 next.run(Request::from_parts(parts, Body::empty())).await
             }
             Err(e) => {
-                tracing::info!(
-                    target: "lq_web::audit",
-                    action = %format!("{} {}", parts.method, path),
-                    user = ctx.user.as_deref().unwrap_or("-"),
-                    access = ctx.access.as_str(),
-                    outcome = %format!("refused: {}", e.message),
-                    "dashboard action refused"
+                let action = format!("{} {path}", parts.method);
+                crate::actions::log_refusal(
+                    ctx.user.as_deref(),
+                    ctx.access,
+                    &action,
+                    &path,
+                    &e.message,
                 );
                 ctx.error(e)
             }

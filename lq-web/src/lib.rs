@@ -46,7 +46,8 @@
 //!   wait, the pause, and the last hour's throughput and p99 wait as
 //!   sparklines from the per-minute rollup; the runtimes, the leader marked.
 //! - `/jobs`: jobs by state (tabs with counts), filtered by queue, kind, id,
-//!   age and payload or metadata containment (JSON, `@>`), 50 a page, newest
+//!   age and payload or metadata containment (JSON, `@>`; no payload filter
+//!   while a redaction hook is set, as it would confirm hidden values), 50 a page, newest
 //!   first, with keyset paging. Select jobs to retry, cancel or delete them, or
 //!   act on *all* jobs the filter matches: the server counts them and asks for
 //!   a confirmation naming the number.

@@ -51,6 +51,8 @@ pub(crate) enum ParamError {
     BadJson { field: &'static str, reason: String },
     #[error("unknown state {0:?}: use queued, running, succeeded, dead or cancelled")]
     BadState(String),
+    #[error("payload filters are off while payloads are redacted (WebConfig::redact): one would confirm a hidden value a guess at a time")]
+    PayloadRedacted,
 }
 
 pub(crate) fn parse_id(field: &'static str, value: &str) -> Result<i64, ParamError> {
@@ -110,7 +112,12 @@ pub(crate) const FIELDS: [&str; 8] = [
 ];
 
 impl Filter {
-    pub fn parse(p: &Pairs) -> Result<Self, ParamError> {
+    /// The filter in `p`. With `redacted` (a redaction hook is set) a payload
+    /// filter is refused: matching on hidden fields would reveal them.
+    pub fn parse(p: &Pairs, redacted: bool) -> Result<Self, ParamError> {
+        if redacted && p.get("payload").is_some() {
+            return Err(ParamError::PayloadRedacted);
+        }
         let duration = |field: &'static str| -> Result<_, ParamError> {
             p.get(field)
                 .map(|v| {
@@ -235,7 +242,15 @@ mod tests {
     use super::*;
 
     fn filter(q: &str) -> Result<Filter, ParamError> {
-        Filter::parse(&Pairs::parse(q.as_bytes()))
+        Filter::parse(&Pairs::parse(q.as_bytes()), false)
+    }
+
+    #[test]
+    fn a_payload_filter_is_refused_while_payloads_are_redacted() {
+        let q = Pairs::parse(b"payload=%7B%22card%22%3A%224111%22%7D&meta=%7B%7D");
+        assert_eq!(Filter::parse(&q, true), Err(ParamError::PayloadRedacted));
+        assert!(Filter::parse(&Pairs::parse(b"meta=%7B%7D"), true).is_ok());
+        assert!(Filter::parse(&q, false).is_ok());
     }
 
     #[test]

@@ -149,9 +149,9 @@ pub(crate) async fn run(
             ] {
                 println!("{k:>16}  {}", printable(&v));
             }
-            println!("{:>16}  {}", "payload", pretty(r.payload.get()));
+            println!("{:>16}  {}", "payload", printable(&pretty(r.payload.get())));
             if let Some(meta) = &r.meta {
-                println!("{:>16}  {}", "meta", pretty(meta.get()));
+                println!("{:>16}  {}", "meta", printable(&pretty(meta.get())));
             }
             for e in &r.errors {
                 println!(

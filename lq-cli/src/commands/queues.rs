@@ -27,6 +27,23 @@ pub enum QueuesCommand {
     },
 }
 
+/// Whether `queue` has live jobs or a live runtime serving it: a pause of a
+/// name nothing uses is most often a typo, which the operator should hear of.
+async fn in_use(pool: &PgPool, queue: &str) -> Result<bool, Failure> {
+    let live = control::queues(pool)
+        .await?
+        .iter()
+        .any(|q| q.name == queue && q.available + q.scheduled + q.running > 0);
+    if live {
+        return Ok(true);
+    }
+    let served = control::runtimes(pool)
+        .await?
+        .iter()
+        .any(|r| r.alive && r.queues.contains_key(queue));
+    Ok(served)
+}
+
 /// `$USER@lq`, or `lq`.
 fn default_by() -> String {
     std::env::var("USER").map_or_else(|_| "lq".to_owned(), |u| format!("{u} (lq)"))
@@ -43,8 +60,16 @@ pub(crate) async fn run(
         }
         QueuesCommand::Pause { queue, by } => {
             let changed = control::pause_queue(pool, &queue, &by).await?;
+            let known = in_use(pool, &queue).await?;
+            if !known {
+                eprintln!(
+                    "lq: note: no live job is in queue {queue:?} and no running runtime serves it; \
+                     check the name (the pause holds for whatever uses it later; \
+                     `lq queues resume {queue}` lifts it)"
+                );
+            }
             out.emit(
-                json!({"queue": queue, "paused": true, "changed": changed}),
+                json!({"queue": queue, "paused": true, "changed": changed, "known": known}),
                 || {
                     let mut t = crate::output::table(&["queue", "state"]);
                     t.add_row(vec![

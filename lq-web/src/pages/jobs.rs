@@ -27,7 +27,8 @@ pub(crate) async fn page(ctx: Ctx, State(sh): State<Arc<Shared>>, uri: Uri) -> R
 }
 
 async fn body(ctx: &Ctx, sh: &Shared, q: &Pairs) -> Result<Markup, PageError> {
-    let filter = Filter::parse(q).map_err(|e| PageError::bad_request(e.to_string()))?;
+    let redacted = sh.config.redact.is_some();
+    let filter = Filter::parse(q, redacted).map_err(|e| PageError::bad_request(e.to_string()))?;
     let before = q
         .get("before")
         .map(|v| params::parse_id("before", v))
@@ -54,7 +55,7 @@ async fn body(ctx: &Ctx, sh: &Shared, q: &Pairs) -> Result<Markup, PageError> {
     Ok(html! {
         (layout::flash(done))
         h1 { "Jobs" }
-        (filter_form(ctx, &filter))
+        (filter_form(ctx, &filter, redacted))
         nav.tabs aria-label="states" {
             (tab(ctx, &filter, None, all))
             @for s in STATES {
@@ -84,7 +85,7 @@ fn flash(done: &str, job: Option<&str>) -> Option<String> {
     }
 }
 
-fn filter_form(ctx: &Ctx, f: &Filter) -> Markup {
+fn filter_form(ctx: &Ctx, f: &Filter, redacted: bool) -> Markup {
     let value = |v: Option<String>| v.unwrap_or_default();
     html! {
         form.filters method="get" action=(ctx.url("/jobs")) {
@@ -100,8 +101,10 @@ fn filter_form(ctx: &Ctx, f: &Filter) -> Markup {
             label title="enqueued at most this long ago" {
                 "Newer than " input name="newer_than" value=(value(f.newer_than.as_ref().map(|t| t.0.clone()))) size="5";
             }
-            label title="the payload contains this JSON" {
-                "Payload " input name="payload" value=(value(f.payload.as_ref().map(|t| t.0.clone()))) placeholder="{\"user_id\": 42}" size="18";
+            @if !redacted {
+                label title="the payload contains this JSON" {
+                    "Payload " input name="payload" value=(value(f.payload.as_ref().map(|t| t.0.clone()))) placeholder="{\"user_id\": 42}" size="18";
+                }
             }
             label title="the metadata contains this JSON" {
                 "Meta " input name="meta" value=(value(f.meta.as_ref().map(|t| t.0.clone()))) placeholder="{\"tenant\": \"acme\"}" size="16";

@@ -115,6 +115,30 @@ async fn a_refused_single_action_is_a_page_with_the_reason_never_a_500() {
 }
 
 #[tokio::test]
+async fn an_action_on_a_row_another_session_holds_is_a_503_that_says_try_again() {
+    let db = lq_tests::TestDb::new().await;
+    let ids = mails(&db, 1).await;
+    // The dashboard's connections give up on a row lock after 200 ms.
+    let opts: sqlx::postgres::PgConnectOptions = db.url.parse().unwrap();
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(2)
+        .connect_lazy_with(opts.options([("lock_timeout", "200")]));
+    let app = lq_web::router(pool, WebConfig::new().actions(true));
+    let held = db.lock_row(ids[0]).await;
+    post(&app, &format!("/jobs/{}/cancel", ids[0]), &[])
+        .await
+        .expect(StatusCode::SERVICE_UNAVAILABLE)
+        .has("did not answer in time")
+        .has("try again");
+    held.rollback().await.unwrap();
+    assert_eq!(state(&db, ids[0]).await.as_deref(), Some("queued"));
+    post(&app, &format!("/jobs/{}/cancel", ids[0]), &[])
+        .await
+        .expect(StatusCode::SEE_OTHER);
+    assert_eq!(state(&db, ids[0]).await.as_deref(), Some("cancelled"));
+}
+
+#[tokio::test]
 async fn bulk_on_a_selection_acts_on_those_jobs_and_lists_each_refusal() {
     let (db, app) = support::full().await;
     let ids = mails(&db, 5).await;
@@ -124,17 +148,26 @@ async fn bulk_on_a_selection_acts_on_those_jobs_and_lists_each_refusal() {
     make_running(&db, ids[2], "w-1").await;
 
     let (a, b, c) = (ids[0].to_string(), ids[1].to_string(), ids[2].to_string());
+    // 424242 was deleted (or pruned) after the list was shown.
+    let gone = "424242";
     let r = post(
         &app,
         "/jobs/bulk",
-        &[("action", "retry"), ("ids", &a), ("ids", &b), ("ids", &c)],
+        &[
+            ("action", "retry"),
+            ("ids", &a),
+            ("ids", &b),
+            ("ids", &c),
+            ("ids", gone),
+        ],
     )
     .await;
     r.expect(StatusCode::OK)
         .has("Retried 2 of 3 the selected jobs")
-        .has("1 refused")
+        .has("2 refused")
         .has(&format!(r#"<a href="/jobs/{c}">{c}</a>"#))
-        .has(&format!("job {c} is running, so it cannot be retried"));
+        .has(&format!("job {c} is running, so it cannot be retried"))
+        .has(&format!("job {gone} does not exist"));
     assert_eq!(state(&db, ids[0]).await.as_deref(), Some("queued"));
     assert_eq!(state(&db, ids[1]).await.as_deref(), Some("queued"));
     assert_eq!(state(&db, ids[2]).await.as_deref(), Some("running"));
@@ -398,9 +431,33 @@ async fn every_action_and_every_refused_post_is_audit_logged() {
     )
     .await
     .expect(StatusCode::FORBIDDEN);
+    // Refused before any action runs: a bad id, an unknown bulk action, and
+    // no access at all (wrong credentials).
+    send(&app, as_user("/jobs/abc/retry", Csrf::Right))
+        .await
+        .expect(StatusCode::BAD_REQUEST);
+    let mut bulk = support::form_post("/jobs/bulk", &[("action", "explode")], Csrf::Right);
+    for (k, v) in [("x-test-access", "full"), ("x-test-user", user.as_str())] {
+        bulk.headers_mut().insert(k, v.parse().unwrap());
+    }
+    send(&app, bulk).await.expect(StatusCode::BAD_REQUEST);
+    let mut anonymous = support::form_post(&format!("/jobs/{}/retry", ids[1]), &[], Csrf::Right);
+    anonymous
+        .headers_mut()
+        .insert("x-test-user", user.parse().unwrap());
+    send(&app, anonymous).await.expect(StatusCode::FORBIDDEN);
 
     let mine = logged(|e| e.target == "lq_web::audit" && e.field("user") == Some(user.as_str()));
-    assert_eq!(mine.len(), 2, "{mine:#?}");
+    assert_eq!(mine.len(), 5, "{mine:#?}");
+    for (i, why) in [
+        (2, "refused: the job id"),
+        (3, "refused: unknown bulk action \"explode\""),
+        (4, "refused: no access"),
+    ] {
+        let outcome = mine[i].field("outcome").unwrap();
+        assert!(outcome.starts_with(why), "{i}: {outcome}");
+    }
+    assert_eq!(state(&db, ids[1]).await.as_deref(), Some("queued"));
     assert_eq!(mine[0].field("action"), Some("cancel"));
     assert_eq!(
         mine[0].field("target"),

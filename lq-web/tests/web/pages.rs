@@ -165,6 +165,15 @@ async fn a_redaction_hook_edits_the_payload_shown() {
         .expect(StatusCode::OK)
         .has("(hidden)")
         .lacks("user0@x");
+    // Nor can a payload filter confirm the hidden value one guess at a time.
+    get(&app, "/jobs")
+        .await
+        .expect(StatusCode::OK)
+        .lacks(r#"name="payload""#);
+    get(&app, "/jobs?payload=%7B%22to%22%3A%22user0%40x%22%7D")
+        .await
+        .expect(StatusCode::BAD_REQUEST)
+        .has("payload filters are off while payloads are redacted");
 }
 
 #[tokio::test]
