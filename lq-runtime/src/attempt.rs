@@ -147,7 +147,7 @@ impl Write {
                 format!("panicked outside its handler (decoding, backoff or runtime): {msg}"),
                 None,
             ),
-            Outcome::Failed(Failure::Snooze(d)) => Write::Snooze(d.as_secs_f64()),
+            Outcome::Failed(Failure::Snooze(d)) => Write::Snooze(bounded(*d).as_secs_f64()),
             Outcome::Failed(Failure::Cancel(reason)) => {
                 Write::Cancel(format!("cancelled: {reason}"))
             }
@@ -207,11 +207,11 @@ pub(crate) fn requeue_delay(
     outcome: &Outcome,
 ) -> Option<Duration> {
     match outcome {
-        Outcome::Failed(Failure::Snooze(d)) => Some(*d),
+        Outcome::Failed(Failure::Snooze(d)) => Some(bounded(*d)),
         Outcome::Failed(Failure::Retry(_)) | Outcome::Panicked(_) | Outcome::TimedOut(_) => {
             let attempt = job.attempts.max(1) as u32;
             let delay = std::panic::catch_unwind(|| desc.options.backoff.delay(attempt));
-            Some(delay.unwrap_or_else(|panic| {
+            Some(bounded(delay.unwrap_or_else(|panic| {
                 error!(
                     id = job.id,
                     kind = desc.kind,
@@ -219,10 +219,21 @@ pub(crate) fn requeue_delay(
                     "the job's backoff panicked; using the default backoff"
                 );
                 lq_core::Backoff::default().delay(attempt)
-            }))
+            })))
         }
         _ => None,
     }
+}
+
+/// Longest a job is put off by a snooze or a retry's backoff: a hundred years,
+/// "never" in practice. A longer delay (`Duration::MAX` meaning "forever") would
+/// take the row past PostgreSQL's last timestamp, and the write would be
+/// refused, ending the job `dead` with attempts left.
+const MOST_DELAY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+/// `d`, at most [`MOST_DELAY`].
+fn bounded(d: Duration) -> Duration {
+    d.min(MOST_DELAY)
 }
 
 /// The text of a caught panic's payload.

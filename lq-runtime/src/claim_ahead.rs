@@ -11,7 +11,10 @@
 //!   out (or half the last extra, if more), so a finishing handler finds a job
 //!   waiting. A queue of jobs much longer than a claim sees no handler finish
 //!   during one, and so holds none ahead;
-//! - when a claim finds fewer jobs than it asked for, the queue ran dry: none.
+//! - when a claim finds fewer jobs than it asked for, the queue ran dry: none;
+//! - when a job claimed ahead waited `claim_ahead_wait` (1 s) for a handler and
+//!   went back to the queue, the handlers are busy with longer work: none, so
+//!   this process does not hoard jobs other runtimes could run.
 
 /// Most jobs a queue of `concurrency` handlers may claim ahead: nine times its
 /// concurrency, or none with `claim_ahead` off. Nine lets a drain of short jobs
@@ -69,6 +72,13 @@ impl ClaimAhead {
     pub fn after_partial_claim(&mut self) {
         self.extra = 0;
     }
+
+    /// After a job claimed ahead went back to the queue, having waited too long
+    /// for a handler: the handlers do not keep up, so none ahead until full
+    /// claims find idle handlers again.
+    pub fn after_hand_back(&mut self) {
+        self.extra = 0;
+    }
 }
 
 #[cfg(test)]
@@ -123,6 +133,21 @@ mod tests {
         assert_eq!(ahead.extra(), 2);
         ahead.after_partial_claim();
         assert_eq!(ahead.extra(), 0);
+    }
+
+    #[test]
+    fn a_job_handed_back_takes_the_extra_away_until_handlers_idle_again() {
+        let mut ahead = ClaimAhead::new(10, 90);
+        for _ in 0..4 {
+            ahead.after_full_claim(10, 0);
+        }
+        assert_eq!(ahead.extra(), 16);
+        ahead.after_hand_back();
+        assert_eq!(ahead.extra(), 0);
+        ahead.after_full_claim(0, 0);
+        assert_eq!(ahead.extra(), 0, "busy handlers do not grow it back");
+        ahead.after_full_claim(10, 0);
+        assert_eq!(ahead.extra(), 2);
     }
 
     #[test]

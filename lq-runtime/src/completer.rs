@@ -97,13 +97,19 @@ pub(crate) async fn run(
 }
 
 /// The completer's connection setting `lock_timeout`: a tenth of `db_timeout`,
-/// at least 100 ms. A success write waits for a row lock only while another
+/// at least 100 ms, and always under half the server's statement bound (nine
+/// tenths of `db_timeout`), so a row lock fails the write as a lock timeout,
+/// which the fallback below handles, never as a statement timeout. A success write waits for a row lock only while another
 /// write of the row finishes (a heartbeat, a cancel request), a few
 /// milliseconds; a row held longer (an operator's open transaction) fails the
 /// write, and the batch is written again skipping the locked rows (see
 /// [`write`]).
 pub(crate) fn lock_timeout(db_timeout: Duration) -> (&'static str, String) {
-    let ms = (db_timeout.as_millis() / 10).max(100);
+    let statement_ms = db_timeout.as_millis() * 9 / 10;
+    let ms = (db_timeout.as_millis() / 10)
+        .max(100)
+        .min(statement_ms / 2)
+        .max(1);
     ("lock_timeout", ms.to_string())
 }
 
@@ -347,10 +353,12 @@ async fn write_unlocked(
     let rest: Vec<usize> = range.filter(|i| !written_set.contains(&ids[*i])).collect();
     let (rest_ids, rest_tokens): (Vec<i64>, Vec<Uuid>) =
         rest.iter().map(|&i| (ids[i], tokens[i])).unzip();
-    let held = db::timed("job_leases_still_held", shared.config.db_timeout, async {
+    let held = async {
         let c = conn.get("job_leases_still_held").await?;
-        db::lease::job_leases_still_held(c, &rest_ids, &rest_tokens).await
-    })
+        let t = shared.config.db_timeout;
+        let stmt = db::lease::job_leases_still_held(c, &rest_ids, &rest_tokens);
+        db::timed("job_leases_still_held", t, stmt).await
+    }
     .await;
     let newly_locked: Vec<usize> = match held {
         Ok(held) => rest
@@ -456,14 +464,19 @@ async fn write_rows(
 ) -> Result<Vec<i64>, NotWritten> {
     let mut failures = 0u32;
     loop {
-        let r = db::timed("job_complete_many", shared.config.db_timeout, async {
+        let r = async {
             let c = conn.get("job_complete_many").await?;
-            match mode {
-                Mode::Plain => db::finish::job_complete_many(c, ids, tokens).await,
-                Mode::Replacing => db::finish::job_complete_many_replacing(c, ids, tokens).await,
-                Mode::SkipLocked => db::finish::job_complete_unlocked(c, ids, tokens).await,
-            }
-        })
+            db::timed("job_complete_many", shared.config.db_timeout, async {
+                match mode {
+                    Mode::Plain => db::finish::job_complete_many(c, ids, tokens).await,
+                    Mode::Replacing => {
+                        db::finish::job_complete_many_replacing(c, ids, tokens).await
+                    }
+                    Mode::SkipLocked => db::finish::job_complete_unlocked(c, ids, tokens).await,
+                }
+            })
+            .await
+        }
         .await;
         let e = match r {
             Ok(done) => return Ok(done),
@@ -495,6 +508,22 @@ async fn write_rows(
 mod tests {
     use super::*;
     use crate::slots::Slots;
+
+    #[test]
+    fn a_row_lock_fails_the_write_before_the_statement_bound_does() {
+        let ms = |d: Duration| lock_timeout(d).1.parse::<u128>().unwrap();
+        assert_eq!(ms(Duration::from_secs(10)), 1000);
+        assert_eq!(ms(Duration::from_millis(500)), 100);
+        for d in [1u64, 10, 100, 112, 200, 500, 10_000] {
+            let d = Duration::from_millis(d);
+            let statement = db::statement_timeout_within(d).1.parse::<u128>().unwrap();
+            assert!(
+                ms(d) < statement || statement == 1,
+                "{d:?}: {} vs {statement}",
+                ms(d)
+            );
+        }
+    }
 
     fn completion(slots: &Slots, id: i64) -> Completion {
         Completion {

@@ -23,6 +23,12 @@ pub struct RuntimeConfig {
     /// milliseconds busy, and lets a second claim go out while the first is in
     /// flight. `false` claims only for idle handlers, one claim at a time.
     pub claim_ahead: bool,
+    /// Longest a job claimed ahead waits in this process for a handler (default
+    /// 1 s). Past it the job goes back to the queue, its attempt unspent, and the
+    /// queue stops claiming ahead until its handlers idle again: its handlers are
+    /// busy with longer work, and any runtime with a free handler may take the
+    /// job. Short jobs wait milliseconds.
+    pub claim_ahead_wait: Duration,
     /// Most completions acknowledged by one statement (default 1000).
     pub max_complete_batch: usize,
     /// Bound on every database call (default 10 s). Every connection the runtime
@@ -82,6 +88,7 @@ impl Default for RuntimeConfig {
             poll_interval: Duration::from_secs(1),
             max_claim_batch: 500,
             claim_ahead: true,
+            claim_ahead_wait: Duration::from_secs(1),
             max_complete_batch: 1000,
             db_timeout: Duration::from_secs(10),
             shutdown_grace: Duration::from_secs(30),

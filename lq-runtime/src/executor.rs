@@ -109,19 +109,20 @@ async fn run(shared: Arc<Shared>, queue: Arc<str>, job: ClaimedJob, mut slot: Sl
     // Once shutdown has begun, a job whose handler has not started goes back at
     // once, even with a handler free (a claim in flight returned late, or its task
     // first ran after the stop).
-    let stopping = shared.stopping.is_cancelled()
-        || (slot.waits_for_handler()
-            && tokio::select! {
-                _ = slot.wait_for_handler() => false,
-                _ = shared.stopping.cancelled() => true,
-                _ = cancel.cancelled() => false,
-            });
+    let hand_back = if shared.stopping.is_cancelled() {
+        true
+    } else if slot.waits_for_handler() {
+        Box::pin(wait_for_handler(&shared, &mut slot, &cancel, job.id)).await
+    } else {
+        false
+    };
     slot.started();
-    if stopping || cancel.is_cancelled() {
-        // Never started: shutdown hands it back to the queue, its attempt unspent;
-        // a cancel requested while it waited ends it `cancelled` without running
-        // its handler (the same fenced write decides which, from the row).
-        let (counter, recorded) = if stopping {
+    if hand_back || cancel.is_cancelled() {
+        // Never started: handed back to the queue, its attempt unspent (at
+        // shutdown, or after waiting too long for a handler); a cancel requested
+        // while it waited ends it `cancelled` without running its handler (the
+        // same fenced write decides which, from the row).
+        let (counter, recorded) = if hand_back {
             (&shared.stats.released, Recorded::Released)
         } else {
             (&shared.stats.cancelled, Recorded::Cancelled)
@@ -186,6 +187,32 @@ async fn run(shared: Arc<Shared>, queue: Arc<str>, job: ClaimedJob, mut slot: Sl
             shared.inflight.remove(job.id, job.lease_token);
             slot.handler_done();
             drop(slot);
+        }
+    }
+}
+
+/// Waits for a handler for a job claimed ahead. True when the job goes back
+/// instead: shutdown began, or it waited `claim_ahead_wait` (the queue's
+/// claim-ahead then stops until a claim grows it again). Claim-ahead saves short
+/// jobs a claim's round trip; a job that waits that long finds its handlers busy
+/// with longer work. Back in the queue, any runtime with a free handler can take
+/// it, and it no longer risks an attempt should this process die. A cancel ends
+/// the wait, for the caller to write.
+async fn wait_for_handler(
+    shared: &Shared,
+    slot: &mut Slot,
+    cancel: &CancellationToken,
+    id: i64,
+) -> bool {
+    tokio::select! {
+        _ = slot.wait_for_handler() => false,
+        _ = shared.stopping.cancelled() => true,
+        _ = cancel.cancelled() => false,
+        _ = tokio::time::sleep(shared.config.claim_ahead_wait) => {
+            slot.handed_back();
+            let waited = shared.config.claim_ahead_wait;
+            debug!(id, ?waited, "no handler for a job claimed ahead; handing it back");
+            true
         }
     }
 }

@@ -45,10 +45,12 @@ async fn beat(shared: &Shared, conn: &mut Option<PgConnection>) -> Result<(), Er
     let tokens: Vec<_> = held.iter().map(|(_, h)| h.token).collect();
     let secs: Vec<f64> = held.iter().map(|(_, h)| h.lease_secs).collect();
     let timeout = shared.config.db_timeout;
-    let renewed = db::timed("job_heartbeat_many", timeout, async {
-        let c = shared.own_connection(conn, "heartbeat_connect").await?;
-        db::lease::job_heartbeat_many(c, &ids, &tokens, &secs).await
-    })
+    let c = shared.own_connection(conn, "heartbeat_connect").await?;
+    let renewed = db::timed(
+        "job_heartbeat_many",
+        timeout,
+        db::lease::job_heartbeat_many(c, &ids, &tokens, &secs),
+    )
     .await?;
     // Renewed under the snapshot's token: signal that attempt, not a newer one.
     for r in renewed.iter().filter(|r| r.cancel_requested) {
@@ -64,10 +66,12 @@ async fn beat(shared: &Shared, conn: &mut Option<PgConnection>) -> Result<(), Er
     // Skipped as locked elsewhere, or lost: a statement of its own (a newer
     // snapshot than the heartbeat's) tells which.
     let (ids, tokens): (Vec<i64>, Vec<Uuid>) = unrenewed.iter().copied().unzip();
-    let still_held = db::timed("job_leases_still_held", timeout, async {
-        let c = shared.own_connection(conn, "heartbeat_connect").await?;
-        db::lease::job_leases_still_held(c, &ids, &tokens).await
-    })
+    let c = shared.own_connection(conn, "heartbeat_connect").await?;
+    let still_held = db::timed(
+        "job_leases_still_held",
+        timeout,
+        db::lease::job_leases_still_held(c, &ids, &tokens),
+    )
     .await?;
     for (id, token) in unrenewed {
         if still_held.contains(&id) {

@@ -37,9 +37,10 @@ impl HotConn {
         }
     }
 
-    /// The kept connection, taken from the pool first if there is none. Call it
-    /// inside the same [`db::timed`] as the statement, and [`HotConn::discard`]
-    /// when that fails.
+    /// The kept connection, taken from the pool first if there is none (bounded by
+    /// the pool's acquire timeout, the db timeout). Bound the statement apart with
+    /// [`db::timed`], so a wait here never shortens the statement's time and the
+    /// server's own bound fires first; call [`HotConn::discard`] when it fails.
     pub async fn get(&mut self, op: &'static str) -> Result<&mut PgConnection, Error> {
         if self.conn.is_none() {
             self.conn = Some(self.pool.acquire().await.map_err(db::err(op))?);

@@ -22,8 +22,16 @@ pub(crate) const MAX_CLAIM_CONNECTIONS: u32 = 16;
 /// queue borrows one per claim when one is free.
 pub(crate) const OVERLAP_CLAIM_CONNECTIONS: u32 = 2;
 
-/// Refuses settings that cannot work (zero intervals and batches, an owner name
-/// the database cannot store, concurrency beyond what a semaphore holds).
+/// Longest interval or timeout a setting may have: a day. Longer ones are
+/// mistakes (a unit slip), and `Duration::MAX` would overflow the timers.
+const MOST_INTERVAL: Duration = Duration::from_secs(24 * 3600);
+
+/// Most rows a batch setting may ask one statement for.
+const MOST_BATCH: usize = 100_000;
+
+/// Refuses settings that cannot work (zero or day-long intervals, zero or huge
+/// batches, an owner name the database cannot store, concurrency beyond what a
+/// semaphore holds).
 pub(crate) fn validate(config: &RuntimeConfig, queues: &[(String, usize)]) -> Result<(), Error> {
     let bad = |setting: &'static str, reason: &'static str| {
         Err(Error::InvalidSetting { setting, reason })
@@ -33,10 +41,19 @@ pub(crate) fn validate(config: &RuntimeConfig, queues: &[(String, usize)]) -> Re
         ("db_timeout", config.db_timeout),
         ("rescue_interval", config.rescue_interval),
         ("prune_interval", config.prune_interval),
+        ("stats_interval", config.stats_interval),
+        ("claim_ahead_wait", config.claim_ahead_wait),
+        ("gauge_interval", config.gauge_interval),
     ];
-    for (setting, d) in nonzero {
+    for (setting, d) in nonzero
+        .into_iter()
+        .chain([("leader_lease", config.leader_lease)])
+    {
         if d < Duration::from_millis(1) {
             return bad(setting, "must be at least 1 ms (zero would spin)");
+        }
+        if d > MOST_INTERVAL {
+            return bad(setting, "must be at most a day");
         }
     }
     if config.leader_lease < Duration::from_millis(500) {
@@ -53,6 +70,14 @@ pub(crate) fn validate(config: &RuntimeConfig, queues: &[(String, usize)]) -> Re
     }
     if config.max_complete_batch == 0 {
         return bad("max_complete_batch", "must be at least 1");
+    }
+    for (setting, n) in [
+        ("max_claim_batch", config.max_claim_batch),
+        ("max_complete_batch", config.max_complete_batch),
+    ] {
+        if n > MOST_BATCH {
+            return bad(setting, "must be at most 100,000 (one statement's rows)");
+        }
     }
     if config.pool_size == Some(0) {
         return bad("pool_size", "must be at least 1");
@@ -92,11 +117,18 @@ pub(crate) async fn check_privileges(
     }
 }
 
-/// Connections a runtime opens: the general pool, the claimers' (`claim_conns`
-/// and those for overlapping claims) and the completer's hot-path connections,
-/// and the heartbeat's own.
+/// Connections a runtime opens: the general pool (the listener's among them),
+/// the claimers' (`claim_conns` and those for overlapping claims) and the
+/// completer's hot-path connections, and the heartbeat's and the cluster beat's
+/// own.
 pub(crate) fn connections_needed(pool_size: u32, claim_conns: u32) -> u32 {
-    pool_size + claim_conns + overlap_connections(claim_conns) + 1 + 1
+    let (completer, heartbeat, cluster_beat) = (1, 1, 1);
+    pool_size
+        + claim_conns
+        + overlap_connections(claim_conns)
+        + completer
+        + heartbeat
+        + cluster_beat
 }
 
 /// Connections for overlapping claims when `claim_conns` serve the queues.

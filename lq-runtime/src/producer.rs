@@ -70,10 +70,19 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: String, slots: Slots, wake: 
     let queue_name: Arc<str> = Arc::from(queue.as_str());
     let metrics = crate::telemetry::ClaimMetrics::new(&queue);
     let max_batch = shared.config.max_claim_batch;
+    let mut handed_back = slots.handed_back();
+    // After a failed claim no claim goes out before this; a claim still in
+    // flight is taken in meanwhile, so its jobs start, heartbeated, at once.
+    let mut retry_at: Option<tokio::time::Instant> = None;
     loop {
+        if slots.handed_back() != handed_back {
+            handed_back = slots.handed_back();
+            ahead.after_hand_back();
+        }
         let stopping = shared.stopping.is_cancelled();
         let overlapping = !in_flight.is_empty();
-        if !stopping && !dry {
+        let backing_off = retry_at.filter(|t| tokio::time::Instant::now() < *t);
+        if !stopping && !dry && backing_off.is_none() {
             let limit = slots.claimable(ahead.extra()).min(max_batch);
             let conn =
                 if limit == 0 || (overlapping && limit < worth_overlapping(&ahead, max_batch)) {
@@ -96,6 +105,13 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: String, slots: Slots, wake: 
             if stopping {
                 return;
             }
+            if let Some(t) = backing_off {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(t) => {}
+                    _ = shared.stopping.cancelled() => return,
+                }
+                continue;
+            }
             tokio::select! {
                 // The queue has no more work now: wait for a NOTIFY, the idle poller
                 // (`poller`) or a retry coming due to say it has.
@@ -107,7 +123,8 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: String, slots: Slots, wake: 
             continue;
         }
         // Jobs claimed ahead starting may make room for a second claim meanwhile.
-        let may_open = !stopping && !dry && in_flight.len() < 2 && ahead.extra() > 0;
+        let may_open =
+            !stopping && !dry && backing_off.is_none() && in_flight.len() < 2 && ahead.extra() > 0;
         let returned = tokio::select! {
             r = in_flight.next() => r.expect("a claim in flight"),
             _ = slots.all_started(), if may_open && slots.has_unstarted() => continue,
@@ -135,11 +152,11 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: String, slots: Slots, wake: 
                 drop(reserved);
                 failures += 1;
                 warn!(queue, error = %lq_core::chain(&e), "claim failed; retrying");
-                // Waits out the delay with any other claim still in flight; that
-                // one's jobs are handed out when the loop comes back to it.
-                if shared.pause(retry_delay(failures)).await && in_flight.is_empty() {
-                    return;
-                }
+                // Another claim still in flight is taken in during the delay: its
+                // rows are already leased, and not heartbeated until their jobs
+                // are spawned, so waiting the delay out first could let short
+                // leases expire under a healthy worker.
+                retry_at = Some(tokio::time::Instant::now() + retry_delay(failures));
                 continue;
             }
         };
@@ -210,17 +227,22 @@ fn claim(
     let finished_at_send = slots.finished();
     let began = Instant::now();
     async move {
-        let result = db::timed("job_claim", shared.config.db_timeout, async {
-            db::claim::job_claim(
-                conn.hot.get("job_claim").await?,
-                &queue,
-                &shared.kinds,
-                &shared.lease_secs,
-                limit as i64,
-                &shared.config.owner,
+        let result = async {
+            let c = conn.hot.get("job_claim").await?;
+            db::timed(
+                "job_claim",
+                shared.config.db_timeout,
+                db::claim::job_claim(
+                    c,
+                    &queue,
+                    &shared.kinds,
+                    &shared.lease_secs,
+                    limit as i64,
+                    &shared.config.owner,
+                ),
             )
             .await
-        })
+        }
         .instrument(span.clone())
         .await;
         Returned {

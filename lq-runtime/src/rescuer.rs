@@ -74,7 +74,10 @@ async fn one_by_one(shared: &Shared) {
             db::lease::job_expired_ids(&mut conn, RESCUE_BATCH).await
         })
         .await
-        .unwrap_or_default();
+        .unwrap_or_else(|e| {
+            warn!(error = %chain(&e), "could not list expired leases; rescue retries next interval");
+            Vec::new()
+        });
     for id in ids {
         let r = shared
             .with_conn("job_rescue_expired", |mut conn| async move {

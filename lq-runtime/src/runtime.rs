@@ -138,7 +138,10 @@ impl Runtime {
             running = shared.inflight.len(),
             "litequeue runtime shutting down"
         );
-        let deadline = tokio::time::Instant::now() + shared.config.shutdown_grace;
+        // A grace meant as "forever" (`Duration::MAX`) waits a century, not panics.
+        let century = std::time::Duration::from_secs(100 * 365 * 86_400);
+        let grace = shared.config.shutdown_grace.min(century);
+        let deadline = tokio::time::Instant::now() + grace;
         shared.stopping.cancel();
         let services = async { tokio::join!(self.services.wait(), self.producers.wait()) };
         let _ = tokio::time::timeout_at(deadline, services).await;

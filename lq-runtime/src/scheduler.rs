@@ -57,25 +57,21 @@ pub(crate) fn cron_jobs(
 
 /// One bounded scheduling pass for one kind.
 async fn pass(shared: &Shared, job: &CronJob) -> Result<FireReport, lq_core::Error> {
-    db::timed("cron_fire_due", shared.config.db_timeout, async {
-        let mut conn = shared
-            .pool
-            .acquire()
+    let (kind, options) = (job.desc.kind, job.desc.options);
+    shared
+        .with_conn("cron_fire_due", |mut conn| async move {
+            fire_due(
+                &mut conn,
+                kind,
+                options,
+                &job.schedule,
+                job.catch_up,
+                &job.payload,
+                None,
+            )
             .await
-            .map_err(db::err("cron_fire_due"))?;
-        let (kind, options) = (job.desc.kind, job.desc.options);
-        fire_due(
-            &mut conn,
-            kind,
-            options,
-            &job.schedule,
-            job.catch_up,
-            &job.payload,
-            None,
-        )
+        })
         .await
-    })
-    .await
 }
 
 /// Records each schedule's declaration in `lq.cron_schedules`, for tools that

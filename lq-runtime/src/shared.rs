@@ -55,30 +55,34 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    /// Runs `f` on a pooled connection, the whole call bounded by the db timeout.
+    /// Runs `f` on a pooled connection. Taking the connection (the pool's acquire
+    /// timeout) and `f` (the db timeout) are bounded apart, so a wait for a
+    /// connection never shortens `f`'s time: the server, which cancels a statement
+    /// at nine tenths of the db timeout from its start, always gives up first,
+    /// and a statement the client abandoned cannot commit behind it.
     pub async fn with_conn<T, F, Fut>(&self, op: &'static str, f: F) -> Result<T, Error>
     where
         F: FnOnce(PoolConnection<Postgres>) -> Fut,
         Fut: Future<Output = Result<T, Error>>,
     {
-        db::timed(op, self.config.db_timeout, async {
-            let conn = self.pool.acquire().await.map_err(db::err(op))?;
-            f(conn).await
-        })
-        .await
+        let conn = self.pool.acquire().await.map_err(db::err(op))?;
+        db::timed(op, self.config.db_timeout, f(conn)).await
     }
 
     /// `conn`, connected first if it is not: a connection of the task's own,
     /// outside every pool, so no pool's starvation can delay the task (the
-    /// heartbeat, the cluster beat). The caller drops it after an error.
+    /// heartbeat, the cluster beat). Connecting is bounded by the db timeout on
+    /// its own, apart from the statements that follow. The caller drops the
+    /// connection after an error.
     pub async fn own_connection<'c>(
         &self,
         conn: &'c mut Option<PgConnection>,
         op: &'static str,
     ) -> Result<&'c mut PgConnection, Error> {
         if conn.is_none() {
-            let opts = self.pool.connect_options();
-            *conn = Some(opts.as_ref().clone().connect().await.map_err(db::err(op))?);
+            let opts = self.pool.connect_options().as_ref().clone();
+            let connect = async { opts.connect().await.map_err(db::err(op)) };
+            *conn = Some(db::timed(op, self.config.db_timeout, connect).await?);
         }
         Ok(conn.as_mut().expect("connected above"))
     }

@@ -42,6 +42,8 @@ pub(crate) struct Slots {
     /// Handlers that have finished a job, ever: the claimer reads how many finished
     /// while a claim was out.
     finished: Arc<AtomicUsize>,
+    /// Jobs claimed ahead that waited too long for a handler and went back, ever.
+    handed_back: Arc<AtomicUsize>,
 }
 
 /// Leases set aside for one claim in flight, handed to its jobs one by one
@@ -82,6 +84,8 @@ pub(crate) struct Slot {
     waiting: Option<Waiting>,
     /// The queue's count of finished handlers.
     finished: Arc<AtomicUsize>,
+    /// The queue's count of jobs handed back after waiting too long.
+    handed_back: Arc<AtomicUsize>,
 }
 
 impl Slots {
@@ -99,7 +103,15 @@ impl Slots {
             waiting: Arc::default(),
             claiming: Arc::default(),
             finished: Arc::default(),
+            handed_back: Arc::default(),
         }
+    }
+
+    /// Jobs claimed ahead that went back to the queue after waiting too long for
+    /// a handler, since the queue began (wrapping): the claimer stops claiming
+    /// ahead when it grows.
+    pub fn handed_back(&self) -> usize {
+        self.handed_back.load(Ordering::Acquire)
     }
 
     /// Handlers that have finished a job since the queue began (wrapping).
@@ -219,6 +231,7 @@ impl Slots {
             unstarted: Some(NotStarted(self.unstarted.clone())),
             waiting,
             finished: self.finished.clone(),
+            handed_back: self.handed_back.clone(),
         }
     }
 }
@@ -237,6 +250,12 @@ impl Slot {
             self.handler = self.handlers.clone().acquire_owned().await.ok();
         }
         self.waiting = None;
+    }
+
+    /// The job waited too long for a handler and goes back to the queue; counted
+    /// in [`Slots::handed_back`].
+    pub fn handed_back(&mut self) {
+        self.handed_back.fetch_add(1, Ordering::AcqRel);
     }
 
     /// The job's handler is about to run; called once it has a handler.

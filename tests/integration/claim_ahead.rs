@@ -59,6 +59,15 @@ impl Perform for Gated {
     }
 }
 
+/// [`quick`], with jobs claimed ahead waiting for a handler as long as a test
+/// needs (no hand-back after `claim_ahead_wait`).
+fn patient() -> RuntimeConfig {
+    RuntimeConfig {
+        claim_ahead_wait: Duration::from_secs(600),
+        ..quick()
+    }
+}
+
 /// A runtime with two handlers on `default`, config `config`, sharing `gates`.
 async fn start(db: &TestDb, gates: &Arc<Gates>, config: RuntimeConfig) -> Runtime {
     Runtime::builder(db.pool.clone())
@@ -128,7 +137,7 @@ async fn jobs_claimed_ahead_go_back_to_the_queue_unspent_at_shutdown() {
     let gates = Gates::new();
     let config = RuntimeConfig {
         shutdown_grace: Duration::from_millis(100),
-        ..quick()
+        ..patient()
     };
     let rt = start(&db, &gates, config).await;
     let (_, waiting) = block_handlers_with_jobs_waiting(&db, &gates).await;
@@ -161,7 +170,7 @@ async fn jobs_claimed_ahead_go_back_to_the_queue_unspent_at_shutdown() {
 async fn a_job_cancelled_while_it_waits_for_a_handler_ends_without_running() {
     let db = TestDb::new().await;
     let gates = Gates::new();
-    let rt = start(&db, &gates, quick()).await;
+    let rt = start(&db, &gates, patient()).await;
     let (round, waiting) = block_handlers_with_jobs_waiting(&db, &gates).await;
     let victim = waiting[0];
     let before = lq_runtime::control::cancel(&db.pool, victim).await.unwrap();
@@ -186,4 +195,51 @@ async fn a_job_cancelled_while_it_waits_for_a_handler_ends_without_running() {
     assert!(row.errors.is_empty(), "{:?}", row.errors);
     assert_eq!(stats.cancelled, 1);
     assert_eq!(db.count("cancelled").await, 1);
+}
+
+/// A job claimed ahead that waits `claim_ahead_wait` for a handler goes back to
+/// the queue with its attempt unspent while both handlers stay blocked, and is
+/// not claimed ahead again meanwhile; once the handlers are free it runs, on
+/// its first attempt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_claimed_ahead_that_waits_too_long_goes_back_unspent() {
+    let db = TestDb::new().await;
+    let gates = Gates::new();
+    let config = RuntimeConfig {
+        claim_ahead_wait: Duration::from_millis(300),
+        ..quick()
+    };
+    let rt = start(&db, &gates, config).await;
+    let (round, waiting) = block_handlers_with_jobs_waiting(&db, &gates).await;
+    let ids = waiting
+        .iter()
+        .map(i64::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
+    // Handed back, the queue stops claiming ahead: with both handlers blocked,
+    // no gated job is leased but the two running.
+    db.wait_for(
+        "the jobs waiting for a handler to go back to the queue, unspent",
+        &format!(
+            "select bool_and(state = 'queued' and attempts = 0 and lease_token is null)
+                    and (select count(*) from lq.all_jobs
+                         where kind = 'test.gated' and state = 'running') = 2
+             from lq.all_jobs where id in ({ids})"
+        ),
+        Duration::from_secs(30),
+    )
+    .await;
+    assert_eq!(gates.started().len(), 2, "a handler was freed meanwhile");
+    assert!(rt.stats().released >= waiting.len() as u64);
+    gates.open(round);
+    db.wait_idle(Duration::from_secs(60)).await;
+    rt.shutdown().await.unwrap();
+    for id in waiting {
+        let row = lq_runtime::control::get(&db.pool, id).await.unwrap();
+        assert_eq!(
+            (row.state, row.attempts),
+            (JobState::Succeeded, 1),
+            "job {id}"
+        );
+    }
 }

@@ -838,6 +838,49 @@ async fn settings_that_cannot_work_are_refused_at_start() {
                 ..RuntimeConfig::default()
             },
         ),
+        (
+            "stats_interval",
+            RuntimeConfig {
+                stats_interval: Duration::ZERO,
+                ..RuntimeConfig::default()
+            },
+        ),
+        (
+            "gauge_interval",
+            RuntimeConfig {
+                gauge_interval: Duration::ZERO,
+                ..RuntimeConfig::default()
+            },
+        ),
+        (
+            "claim_ahead_wait",
+            RuntimeConfig {
+                claim_ahead_wait: Duration::ZERO,
+                ..RuntimeConfig::default()
+            },
+        ),
+        // "Forever" would overflow the timers: refused, not a panic later.
+        (
+            "poll_interval",
+            RuntimeConfig {
+                poll_interval: Duration::MAX,
+                ..RuntimeConfig::default()
+            },
+        ),
+        (
+            "leader_lease",
+            RuntimeConfig {
+                leader_lease: Duration::MAX,
+                ..RuntimeConfig::default()
+            },
+        ),
+        (
+            "max_complete_batch",
+            RuntimeConfig {
+                max_complete_batch: usize::MAX,
+                ..RuntimeConfig::default()
+            },
+        ),
     ];
     for (name, config) in cases {
         match try_start(config, 2).await {
@@ -948,4 +991,28 @@ async fn shutdown_returns_while_the_queue_table_is_locked_and_the_job_is_not_los
         }
         n => panic!("job {id} came back with {n} attempts: {errors:?}"),
     }
+}
+
+/// A shutdown grace meant as "wait forever" is honoured, not an overflow panic
+/// in `shutdown()` (which would stop running jobs with no grace at all).
+#[tokio::test]
+async fn a_shutdown_grace_of_forever_shuts_down_cleanly() {
+    let db = TestDb::new().await;
+    let rt = Runtime::builder(db.pool.clone())
+        .queue("hostile_settings", 1)
+        .config(RuntimeConfig {
+            shutdown_grace: Duration::MAX,
+            ..RuntimeConfig::default()
+        })
+        .start()
+        .await
+        .unwrap();
+    let id = SettingsProbe.enqueue(&db.pool).await.unwrap().id;
+    db.wait_for(
+        "the probe to succeed",
+        &format!("select state = 'succeeded' from lq.all_jobs where id = {id}"),
+        Duration::from_secs(30),
+    )
+    .await;
+    rt.shutdown().await.unwrap();
 }

@@ -119,6 +119,37 @@ async fn a_snooze_requeues_without_spending_an_attempt() {
     assert_eq!(ledger.counts()[&id], 4);
 }
 
+/// Snoozes "forever" (`Duration::MAX`).
+#[derive(serde::Serialize, serde::Deserialize, lq_runtime::Job)]
+#[job(kind = "test.snooze_forever", max_attempts = 1)]
+struct SnoozeForever;
+
+impl lq_runtime::Perform for SnoozeForever {
+    async fn perform(&self, _: &lq_runtime::JobContext) -> Result<(), lq_runtime::JobError> {
+        Err(lq_runtime::JobError::snooze(Duration::MAX))
+    }
+}
+
+/// A delay past PostgreSQL's last timestamp is put off a hundred years, not
+/// refused: the job stays queued with its attempt unspent, not `dead`.
+#[tokio::test]
+async fn a_snooze_forever_puts_the_job_off_a_hundred_years_not_dead() {
+    let db = TestDb::new().await;
+    let ledger = Ledger::default();
+    let id = SnoozeForever.enqueue(&db.pool).await.unwrap().id;
+    let rt = start_runtime(&db, "default", 1, quick(), &ledger).await;
+    db.wait_for(
+        "the job to be snoozed",
+        &format!("select state = 'queued' and run_at > now() + interval '99 years' from lq.all_jobs where id = {id}"),
+        LIMIT,
+    )
+    .await;
+    rt.shutdown().await.unwrap();
+    let row = lq_runtime::control::get(&db.pool, id).await.unwrap();
+    assert_eq!((row.state, row.attempts), (lq_runtime::JobState::Queued, 0));
+    assert!(row.errors.is_empty(), "{:?}", row.errors);
+}
+
 #[tokio::test]
 async fn a_panic_is_recorded_as_the_attempts_error_and_the_slot_survives() {
     let db = TestDb::new().await;
