@@ -181,24 +181,31 @@ async fn beat(
         // A runtime counts as alive for three leases without a beat.
         ttl_secs: lease * 3.0,
     };
-    db::timed("cluster_beat", shared.config.db_timeout, async {
-        let c = shared.own_connection(conn, "cluster_connect").await?;
-        db::cluster::runtime_beat(c, &record).await?;
-        let leads = db::cluster::leader_acquire(c, &shared.config.owner, lease).await?;
-        if leads.is_some() {
-            let gone = db::cluster::runtimes_reap(c).await?;
-            if !gone.is_empty() {
-                info!(?gone, "removed runtimes that stopped beating");
-            }
-            return Ok(Beat::Leading);
+    // Each statement has the client's bound of its own, so the server's (nine
+    // tenths of it, per statement) always fires first: an election the client
+    // gave up on is never won behind its back.
+    let t = shared.config.db_timeout;
+    let c = shared.own_connection(conn, "cluster_connect").await?;
+    db::timed("cluster_beat", t, db::cluster::runtime_beat(c, &record)).await?;
+    let owner = &shared.config.owner;
+    let leads = db::timed(
+        "cluster_beat",
+        t,
+        db::cluster::leader_acquire(c, owner, lease),
+    )
+    .await?;
+    if leads.is_some() {
+        let gone = db::timed("cluster_beat", t, db::cluster::runtimes_reap(c)).await?;
+        if !gone.is_empty() {
+            info!(?gone, "removed runtimes that stopped beating");
         }
-        let leader = db::cluster::leader_kinds(c).await?;
-        Ok(Beat::Following(leader.map(|(kinds, queues)| LeaderView {
-            kinds: kinds.into_iter().collect(),
-            queues: queues.into_iter().collect(),
-        })))
-    })
-    .await
+        return Ok(Beat::Leading);
+    }
+    let leader = db::timed("cluster_beat", t, db::cluster::leader_kinds(c)).await?;
+    Ok(Beat::Following(leader.map(|(kinds, queues)| LeaderView {
+        kinds: kinds.into_iter().collect(),
+        queues: queues.into_iter().collect(),
+    })))
 }
 
 async fn leave(shared: &Shared, conn: &mut Option<PgConnection>) -> Result<(), Error> {

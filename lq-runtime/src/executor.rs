@@ -84,6 +84,7 @@ async fn run(shared: Arc<Shared>, queue: Arc<str>, job: ClaimedJob, mut slot: Sl
         );
         Box::pin(release(
             &shared,
+            &queue,
             job.id,
             job.lease_token,
             &shared.stats.released,
@@ -109,26 +110,35 @@ async fn run(shared: Arc<Shared>, queue: Arc<str>, job: ClaimedJob, mut slot: Sl
     // Once shutdown has begun, a job whose handler has not started goes back at
     // once, even with a handler free (a claim in flight returned late, or its task
     // first ran after the stop).
-    let hand_back = if shared.stopping.is_cancelled() {
-        true
+    let waited = if shared.stopping.is_cancelled() {
+        Waited::Stopping
     } else if slot.waits_for_handler() {
-        Box::pin(wait_for_handler(&shared, &mut slot, &cancel, job.id)).await
+        let held = (job.id, job.lease_token);
+        Box::pin(wait_for_handler(
+            &shared, &queue, &mut slot, &cancel, held, tally,
+        ))
+        .await
     } else {
-        false
+        Waited::Handler
     };
     slot.started();
-    if hand_back || cancel.is_cancelled() {
-        // Never started: handed back to the queue, its attempt unspent (at
-        // shutdown, or after waiting too long for a handler); a cancel requested
-        // while it waited ends it `cancelled` without running its handler (the
-        // same fenced write decides which, from the row).
-        let (counter, recorded) = if hand_back {
+    if waited == Waited::HandedBack {
+        shared.inflight.remove(job.id, job.lease_token);
+        return;
+    }
+    let stopping = waited == Waited::Stopping;
+    if stopping || cancel.is_cancelled() {
+        // Never started: shutdown hands it back to the queue, its attempt unspent;
+        // a cancel requested while it waited ends it `cancelled` without running
+        // its handler (the same fenced write decides which, from the row).
+        let (counter, recorded) = if stopping {
             (&shared.stats.released, Recorded::Released)
         } else {
             (&shared.stats.cancelled, Recorded::Cancelled)
         };
         let tallied = tally.map(|t| (t, recorded));
-        Box::pin(release(&shared, job.id, job.lease_token, counter, tallied)).await;
+        let (id, token) = (job.id, job.lease_token);
+        Box::pin(release(&shared, &queue, id, token, counter, tallied)).await;
         shared.inflight.remove(job.id, job.lease_token);
         return;
     }
@@ -191,28 +201,50 @@ async fn run(shared: Arc<Shared>, queue: Arc<str>, job: ClaimedJob, mut slot: Sl
     }
 }
 
-/// Waits for a handler for a job claimed ahead. True when the job goes back
-/// instead: shutdown began, or it waited `claim_ahead_wait` (the queue's
-/// claim-ahead then stops until a claim grows it again). Claim-ahead saves short
-/// jobs a claim's round trip; a job that waits that long finds its handlers busy
-/// with longer work. Back in the queue, any runtime with a free handler can take
-/// it, and it no longer risks an attempt should this process die. A cancel ends
-/// the wait, for the caller to write.
+/// How a job claimed ahead stopped waiting for a handler.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Waited {
+    /// It has one, or a cancel ended the wait (the caller checks which).
+    Handler,
+    /// Shutdown began: the caller hands it back.
+    Stopping,
+    /// It waited `claim_ahead_wait` and is back in the queue, unspent.
+    HandedBack,
+}
+
+/// Waits for a handler for a job claimed ahead. Claim-ahead saves short jobs a
+/// claim's round trip; a job that waits `claim_ahead_wait` finds its handlers
+/// busy with longer work, so it goes back to the queue, its attempt unspent:
+/// any runtime with a free handler can take it (they are woken), and it no
+/// longer risks an attempt should this process die. The queue's claim-ahead
+/// stops until a claim grows it again. If that write fails, the job keeps its
+/// lease (the heartbeat renews it) and waits on, to try again a wait later.
 async fn wait_for_handler(
     shared: &Shared,
+    queue: &str,
     slot: &mut Slot,
     cancel: &CancellationToken,
-    id: i64,
-) -> bool {
-    tokio::select! {
-        _ = slot.wait_for_handler() => false,
-        _ = shared.stopping.cancelled() => true,
-        _ = cancel.cancelled() => false,
-        _ = tokio::time::sleep(shared.config.claim_ahead_wait) => {
-            slot.handed_back();
-            let waited = shared.config.claim_ahead_wait;
-            debug!(id, ?waited, "no handler for a job claimed ahead; handing it back");
-            true
+    (id, token): (i64, Uuid),
+    tally: Option<&Tally>,
+) -> Waited {
+    loop {
+        tokio::select! {
+            _ = slot.wait_for_handler() => return Waited::Handler,
+            _ = shared.stopping.cancelled() => return Waited::Stopping,
+            _ = cancel.cancelled() => return Waited::Handler,
+            _ = tokio::time::sleep(shared.config.claim_ahead_wait) => {}
+        }
+        slot.handed_back();
+        let waited = shared.config.claim_ahead_wait;
+        debug!(
+            id,
+            ?waited,
+            "no handler for a job claimed ahead; handing it back"
+        );
+        let counter = &shared.stats.released;
+        let tallied = tally.map(|t| (t, Recorded::Released));
+        if release(shared, queue, id, token, counter, tallied).await {
+            return Waited::HandedBack;
         }
     }
 }
@@ -239,7 +271,7 @@ async fn record(shared: &Shared, job: Attempt<'_>, outcome: Outcome, retry_in: O
             .tallies
             .get(job.queue, job.kind)
             .map(|t| (t, Recorded::Released));
-        release(shared, id, token, &shared.stats.released, tally).await;
+        release(shared, job.queue, id, token, &shared.stats.released, tally).await;
         return;
     }
     let mut write = Write::of(&outcome, retry_in);
@@ -366,19 +398,31 @@ fn tally(shared: &Shared, job: Attempt<'_>, recorded: Recorded) {
     }
 }
 
-/// Hands a job back to the queue without spending its attempt (shutdown), or ends
-/// it `cancelled` when its cancellation was requested; adds one to `counter` when
-/// the lease was still held.
+/// Hands a job back to `queue` without spending its attempt (shutdown, a wait
+/// too long for a handler), or ends it `cancelled` when its cancellation was
+/// requested; adds one to `counter` when the lease was still held. A job back in
+/// the queue wakes the runtimes waiting for work there (a NOTIFY), so one with
+/// a free handler takes it at once rather than at its next poll. False when the
+/// write got no answer: the job keeps its lease until it expires.
 async fn release(
     shared: &Shared,
+    queue: &str,
     id: i64,
     token: Uuid,
     counter: &AtomicU64,
     tally: Option<(&Tally, Recorded)>,
-) {
+) -> bool {
     let r = shared
         .with_conn("job_release_many", |mut conn| async move {
-            db::finish::job_release_many(&mut conn, &[id], &[token]).await
+            let ids = db::finish::job_release_many(&mut conn, &[id], &[token]).await?;
+            if !ids.is_empty() {
+                // Only a wake-up: the job is back whether or not it is sent.
+                let wake = db::enqueue::queues_notify(&mut *conn, &[queue.to_owned()]).await;
+                if let Err(e) = wake {
+                    debug!(id, error = %chain(&e), "no wake-up for a job handed back");
+                }
+            }
+            Ok(ids)
         })
         .await;
     match r {
@@ -395,9 +439,11 @@ async fn release(
             }
         }
         Err(e) => {
-            warn!(id, error = %chain(&e), "could not hand the job back; it returns when its lease expires")
+            warn!(id, error = %chain(&e), "could not hand the job back; unless it runs here, it returns when its lease expires");
+            return false;
         }
     }
+    true
 }
 
 #[cfg(test)]

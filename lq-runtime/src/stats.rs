@@ -47,7 +47,8 @@ pub struct StatsSnapshot {
     pub snoozed: u64,
     /// Jobs that ended cancelled.
     pub cancelled: u64,
-    /// Jobs handed back to the queue at shutdown.
+    /// Jobs handed back to the queue unspent: at shutdown, or claimed ahead and
+    /// kept waiting `claim_ahead_wait` for a handler.
     pub released: u64,
     /// Writes refused because the lease was lost.
     pub lease_lost: u64,

@@ -30,7 +30,7 @@ pub(crate) enum Recorded {
     Cancelled,
     /// The write found the lease gone: another worker owns the job.
     LeaseLost,
-    /// Handed back unspent at shutdown.
+    /// Handed back unspent: at shutdown, or after waiting too long for a handler.
     Released,
 }
 

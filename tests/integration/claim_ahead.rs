@@ -230,9 +230,9 @@ async fn a_job_claimed_ahead_that_waits_too_long_goes_back_unspent() {
     )
     .await;
     assert_eq!(gates.started().len(), 2, "a handler was freed meanwhile");
-    assert!(rt.stats().released >= waiting.len() as u64);
     gates.open(round);
     db.wait_idle(Duration::from_secs(60)).await;
+    assert!(rt.stats().released >= waiting.len() as u64);
     rt.shutdown().await.unwrap();
     for id in waiting {
         let row = lq_runtime::control::get(&db.pool, id).await.unwrap();
@@ -241,5 +241,51 @@ async fn a_job_claimed_ahead_that_waits_too_long_goes_back_unspent() {
             (JobState::Succeeded, 1),
             "job {id}"
         );
+    }
+}
+
+/// A hand-back the database refuses leaves the job waiting with its lease (the
+/// heartbeat renews it), not leased by nobody with its attempt spent: it runs
+/// here once a handler is free, on its first attempt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hand_back_the_database_refuses_keeps_the_job_waiting_here() {
+    lq_tests::init_tracing();
+    let db = TestDb::new().await;
+    sqlx::raw_sql(
+        "create function lq.refuse_hand_back() returns trigger language plpgsql as
+             $$ begin raise exception 'hand-back refused by the test'; end $$;
+         create trigger refuse_hand_back before update on lq.jobs for each row
+             when (old.state = 'running' and new.state = 'queued')
+             execute function lq.refuse_hand_back();",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    let gates = Gates::new();
+    let config = RuntimeConfig {
+        claim_ahead_wait: Duration::from_millis(300),
+        ..quick()
+    };
+    let rt = start(&db, &gates, config).await;
+    let (round, waiting) = block_handlers_with_jobs_waiting(&db, &gates).await;
+    let first = waiting[0].to_string();
+    lq_tests::logs::wait_logged(1, Duration::from_secs(30), |e| {
+        e.message.contains("could not hand the job back") && e.field("id") == Some(first.as_str())
+    })
+    .await;
+    assert_eq!(gates.started().len(), 2, "a handler was freed meanwhile");
+    gates.open(round);
+    db.wait_idle(Duration::from_secs(60)).await;
+    let released = rt.stats().released;
+    rt.shutdown().await.unwrap();
+    assert_eq!(released, 0);
+    for id in waiting {
+        let row = lq_runtime::control::get(&db.pool, id).await.unwrap();
+        assert_eq!(
+            (row.state, row.attempts),
+            (JobState::Succeeded, 1),
+            "job {id}"
+        );
+        assert!(row.errors.is_empty(), "job {id}: {:?}", row.errors);
     }
 }

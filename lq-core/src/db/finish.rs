@@ -291,7 +291,8 @@ pub async fn job_cancel_own(
     Ok(ended.is_some())
 }
 
-/// Hands unfinished jobs back to the queue at shutdown, giving back their attempt.
+/// Hands unfinished jobs back to the queue, giving back their attempt: at
+/// shutdown, or a job claimed ahead that waited too long for a handler.
 /// They keep their `run_at`, and so their place in the queue; one whose
 /// cancellation was requested ends `cancelled`. Returns the ids released or ended.
 pub async fn job_release_many(
