@@ -68,6 +68,15 @@ fn patient() -> RuntimeConfig {
     }
 }
 
+/// [`quick`], with jobs claimed ahead handed back after waiting 300 ms for a
+/// handler.
+fn impatient() -> RuntimeConfig {
+    RuntimeConfig {
+        claim_ahead_wait: Duration::from_millis(300),
+        ..quick()
+    }
+}
+
 /// A runtime with two handlers on `default`, config `config`, sharing `gates`.
 async fn start(db: &TestDb, gates: &Arc<Gates>, config: RuntimeConfig) -> Runtime {
     Runtime::builder(db.pool.clone())
@@ -205,11 +214,7 @@ async fn a_job_cancelled_while_it_waits_for_a_handler_ends_without_running() {
 async fn a_job_claimed_ahead_that_waits_too_long_goes_back_unspent() {
     let db = TestDb::new().await;
     let gates = Gates::new();
-    let config = RuntimeConfig {
-        claim_ahead_wait: Duration::from_millis(300),
-        ..quick()
-    };
-    let rt = start(&db, &gates, config).await;
+    let rt = start(&db, &gates, impatient()).await;
     let (round, waiting) = block_handlers_with_jobs_waiting(&db, &gates).await;
     let ids = waiting
         .iter()
@@ -262,11 +267,7 @@ async fn a_hand_back_the_database_refuses_keeps_the_job_waiting_here() {
     .await
     .unwrap();
     let gates = Gates::new();
-    let config = RuntimeConfig {
-        claim_ahead_wait: Duration::from_millis(300),
-        ..quick()
-    };
-    let rt = start(&db, &gates, config).await;
+    let rt = start(&db, &gates, impatient()).await;
     let (round, waiting) = block_handlers_with_jobs_waiting(&db, &gates).await;
     let first = waiting[0].to_string();
     lq_tests::logs::wait_logged(1, Duration::from_secs(30), |e| {
