@@ -98,12 +98,12 @@ pub(crate) async fn run(
 
 /// The completer's connection setting `lock_timeout`: a tenth of `db_timeout`,
 /// at least 100 ms, and always under half the server's statement bound (nine
-/// tenths of `db_timeout`), so a row lock fails the write as a lock timeout,
-/// which the fallback below handles, never as a statement timeout. A success write waits for a row lock only while another
-/// write of the row finishes (a heartbeat, a cancel request), a few
-/// milliseconds; a row held longer (an operator's open transaction) fails the
-/// write, and the batch is written again skipping the locked rows (see
-/// [`write`]).
+/// tenths of `db_timeout`), so a row lock fails the write as a lock timeout, which
+/// the fallback below handles, never as a statement timeout. A success write
+/// waits for a row lock only while another write of the row finishes (a
+/// heartbeat, a cancel request), a few milliseconds; a row held longer (an
+/// operator's open transaction) fails the write, and the batch is written again
+/// skipping the locked rows (see [`write`]).
 pub(crate) fn lock_timeout(db_timeout: Duration) -> (&'static str, String) {
     let statement_ms = db_timeout.as_millis() * 9 / 10;
     let ms = (db_timeout.as_millis() / 10)

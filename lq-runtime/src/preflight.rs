@@ -29,8 +29,8 @@ const MOST_INTERVAL: Duration = Duration::from_secs(24 * 3600);
 /// Most rows a batch setting may ask one statement for.
 const MOST_BATCH: usize = 100_000;
 
-/// Refuses settings that cannot work (zero or day-long intervals, zero or huge
-/// batches, an owner name the database cannot store, concurrency beyond what a
+/// Refuses settings that cannot work (intervals of zero or over a day, batches
+/// of zero or over 100,000, an owner name the database cannot store, concurrency beyond what a
 /// semaphore holds).
 pub(crate) fn validate(config: &RuntimeConfig, queues: &[(String, usize)]) -> Result<(), Error> {
     let bad = |setting: &'static str, reason: &'static str| {
