@@ -89,23 +89,22 @@ impl From<lq_core::Error> for PageError {
             E::BulkStopped { source, .. } => source.as_ref(),
             other => other,
         };
+        let timed_out = gave_up_on(cause);
         let status = match cause {
+            _ if timed_out => StatusCode::SERVICE_UNAVAILABLE,
             E::NotFound { .. } => StatusCode::NOT_FOUND,
             E::WrongState { .. } | E::LeftFilter { .. } | E::UniqueKeyHeld { .. } => {
                 StatusCode::CONFLICT
             }
             E::InvalidName { .. } | E::InvalidFilter { .. } => StatusCode::BAD_REQUEST,
-            E::Timeout { .. } => StatusCode::SERVICE_UNAVAILABLE,
-            E::Database { source, .. } if unreachable(source) || gave_up(source) => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            E::Database { source, .. } if unreachable(source) => StatusCode::SERVICE_UNAVAILABLE,
             E::Database { source, .. } if lq_core::lacks_grant(source) || read_only(source) => {
                 StatusCode::FORBIDDEN
             }
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
         let mut message = lq_core::chain(&e);
-        if gave_up_on(cause) {
+        if timed_out {
             message = format!(
                 "the database did not answer in time (a long query, or a row another session holds locked); try again: {message}"
             );
@@ -135,17 +134,15 @@ fn read_only(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Database(d) if d.code().as_deref() == Some("25006"))
 }
 
-/// True for a statement the server gave up on: its statement timeout (or a
-/// cancel) or its lock timeout. The page may work when tried again.
-fn gave_up(e: &sqlx::Error) -> bool {
-    matches!(e, sqlx::Error::Database(d) if matches!(d.code().as_deref(), Some("57014" | "55P03")))
-}
-
-/// True when `e` is a time limit, the client's or the server's.
+/// True when `e` is a time limit, the client's or the server's: its statement
+/// timeout (or a cancel) or its lock timeout. The page may work when tried again.
 fn gave_up_on(e: &lq_core::Error) -> bool {
     match e {
         lq_core::Error::Timeout { .. } => true,
-        lq_core::Error::Database { source, .. } => gave_up(source),
+        lq_core::Error::Database {
+            source: sqlx::Error::Database(d),
+            ..
+        } => matches!(d.code().as_deref(), Some("57014" | "55P03")),
         _ => false,
     }
 }
