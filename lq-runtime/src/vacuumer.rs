@@ -123,8 +123,10 @@ async fn tend(shared: &Shared, table: JobTable, warned: &mut bool) {
     // Vacuum may take longer than a statement normally should; it is bounded
     // by a generous multiple of the db timeout, counted from when it has its
     // connection, so the server's bound (nine tenths of it) always ends it first
-    // and the connection goes back with its usual setting.
+    // and the connection goes back with its usual setting. Shutdown does not wait
+    // for it: the server is asked to cancel it.
     let bound = shared.config.db_timeout * 6;
+    let mut stopped = false;
     let r: Result<(), lq_core::Error> = async {
         let mut conn = db::timed("job_table_vacuum", shared.config.db_timeout, async {
             shared
@@ -134,12 +136,29 @@ async fn tend(shared: &Shared, table: JobTable, warned: &mut bool) {
                 .map_err(db::err("job_table_vacuum"))
         })
         .await?;
-        let r = db::timed(
-            "job_table_vacuum",
-            bound,
-            db::maintenance::job_table_vacuum(&mut conn, table, need.vacuum, bound),
+        let pid = db::timed(
+            "backend_pid",
+            shared.config.db_timeout,
+            db::maintenance::backend_pid(&mut conn),
         )
-        .await;
+        .await?;
+        let r = {
+            let vacuum = db::timed(
+                "job_table_vacuum",
+                bound,
+                db::maintenance::job_table_vacuum(&mut conn, table, need.vacuum, bound),
+            );
+            tokio::pin!(vacuum);
+            tokio::select! {
+                r = &mut vacuum => r,
+                _ = shared.stopping.cancelled() => {
+                    stopped = true;
+                    cancel(shared, pid).await;
+                    // A cancelled statement returns at once.
+                    db::timed("job_table_vacuum", shared.config.db_timeout, vacuum).await
+                }
+            }
+        };
         if r.is_err() {
             // Its statement_timeout may still be raised: not for other statements.
             conn.close_on_drop();
@@ -157,7 +176,23 @@ async fn tend(shared: &Shared, table: JobTable, warned: &mut bool) {
                 "vacuumed/analyzed"
             )
         }
+        Err(e) if stopped => {
+            debug!(table = table.name(), error = %chain(&e), "vacuum cancelled: the runtime is stopping")
+        }
         Err(e) => warn!(table = table.name(), error = %chain(&e), "vacuum failed; will retry"),
+    }
+}
+
+/// Asks the server, from another connection, to cancel the vacuum session `pid`
+/// runs, so that shutdown need not wait up to six db timeouts for it.
+async fn cancel(shared: &Shared, pid: i32) {
+    let r = shared
+        .with_conn("cancel_backend", |mut conn| async move {
+            db::maintenance::cancel_backend(&mut conn, pid).await
+        })
+        .await;
+    if let Err(e) = r {
+        warn!(error = %chain(&e), "could not cancel the vacuum at shutdown; it runs to its bound");
     }
 }
 

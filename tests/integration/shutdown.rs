@@ -116,3 +116,73 @@ async fn a_claim_still_in_flight_when_the_grace_period_ends_hands_its_jobs_back(
     );
     assert!(ledger.counts().is_empty(), "{:?}", ledger.counts());
 }
+
+/// True once the runtime's analyze of the history waits on the test's advisory lock.
+const ANALYZE_WAITS: &str = "select exists (select from pg_stat_activity
+    where datname = current_database() and wait_event_type = 'Lock'
+      and query like 'analyze%lq.finished_jobs')";
+
+#[tokio::test]
+async fn a_vacuum_running_when_shutdown_begins_is_cancelled_not_waited_for() {
+    let db = TestDb::new().await;
+    // An index whose expression waits for an advisory lock: analyzing the history
+    // evaluates it on sampled rows, so the leader's analyze runs as long as the
+    // test holds the lock. 2,000 rows never analyzed make the leader analyze.
+    sqlx::raw_sql(
+        "create function lq.test_gate(bigint) returns bigint language plpgsql immutable as $$
+         begin
+             perform pg_advisory_lock_shared(4242);
+             perform pg_advisory_unlock_shared(4242);
+             return $1;
+         end $$;
+         create index finished_jobs_gate on lq.finished_jobs (lq.test_gate(id));
+         alter table lq.finished_jobs set (autovacuum_enabled = off);
+         insert into lq.finished_jobs (id, kind, queue, priority, payload, state, run_at,
+             attempts, max_attempts, errors, created_at, finished_at)
+         select n, 'test.noop', 'default', 0, '{}', 'succeeded', now(), 1, 1, '[]', now(), now()
+         from generate_series(1, 2000) as n",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    let mut gate = db.pool.acquire().await.unwrap();
+    sqlx::query("select pg_advisory_lock(4242)")
+        .execute(&mut *gate)
+        .await
+        .unwrap();
+    // The vacuum's own bound (six db timeouts) is far past the grace period, so
+    // without a cancel shutdown would wait the whole grace period and leave the
+    // analyze running behind it.
+    let config = RuntimeConfig {
+        db_timeout: Duration::from_secs(30),
+        shutdown_grace: Duration::from_secs(60),
+        ..quick()
+    };
+    let rt = start_runtime(&db, "default", 2, config, &Ledger::default()).await;
+    db.wait_for(
+        "the leader's analyze to wait for the lock",
+        ANALYZE_WAITS,
+        Duration::from_secs(30),
+    )
+    .await;
+    rt.shutdown().await.unwrap();
+
+    let still_running: bool = sqlx::query_scalar(
+        "select exists (select from pg_stat_activity
+         where datname = current_database() and query like 'analyze%lq.finished_jobs'
+           and state = 'active')",
+    )
+    .fetch_one(&mut *gate)
+    .await
+    .unwrap();
+    assert!(!still_running, "shutdown left the analyze running");
+    let kept: i64 = sqlx::query_scalar("select count(*) from lq.finished_jobs")
+        .fetch_one(&mut *gate)
+        .await
+        .unwrap();
+    assert_eq!(kept, 2000, "a cancelled analyze changes no row");
+    sqlx::query("select pg_advisory_unlock(4242)")
+        .execute(&mut *gate)
+        .await
+        .unwrap();
+}

@@ -222,6 +222,26 @@ pub async fn job_table_vacuum(
     Ok(())
 }
 
+/// This session's server process id, so that another session can cancel the
+/// statement it runs ([`cancel_backend`]).
+pub async fn backend_pid(conn: &mut PgConnection) -> Result<i32, Error> {
+    sqlx::query_scalar("select pg_catalog.pg_backend_pid()")
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(err("backend_pid"))
+}
+
+/// Asks the server to cancel the statement that session `pid` runs now: a
+/// vacuum the runtime started, when it stops. Any role may cancel its own
+/// sessions. False if no such session was signalled.
+pub async fn cancel_backend(conn: &mut PgConnection, pid: i32) -> Result<bool, Error> {
+    sqlx::query_scalar("select pg_catalog.pg_cancel_backend($1)")
+        .bind(pid)
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(err("cancel_backend"))
+}
+
 /// What a runtime uses, as `(object, privilege)`: the privileges its role needs.
 const RUNTIME_PRIVILEGES: &[(&str, &str)] = &[
     ("lq.jobs", "SELECT"),
