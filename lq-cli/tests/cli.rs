@@ -376,6 +376,24 @@ async fn queues_runtimes_cron_and_doctor_show_the_cluster() {
 }
 
 #[tokio::test]
+async fn a_prune_stopped_partway_reports_what_it_deleted() {
+    let db = TestDb::new().await;
+    db.stage_prune_refused_after_first_batch(6000).await;
+    let (code, json, err) = lq(&db, &["prune", "--keep-finished", "1h", "--yes"]);
+    assert_eq!((code, json["pruned"].as_u64()), (2, Some(5000)), "{err}");
+    assert!(
+        json["stopped"]
+            .as_str()
+            .is_some_and(|s| s.contains("the second batch is refused")),
+        "{json}"
+    );
+    assert!(
+        err.contains("prune stopped partway: 5000 finished jobs were already deleted"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
 async fn serve_refuses_to_listen_beyond_loopback_without_auth() {
     let db = TestDb::new().await;
     let (code, _, stderr) = lq(

@@ -215,7 +215,8 @@ async fn unique_key_holder(pool: &PgPool, id: i64) -> Result<Error, Error> {
 /// and cancelled ones finished more than `keep_finished` ago, dead ones more
 /// than `keep_dead` ago (the leader runtime does this every `prune_interval`).
 /// Returns how many were deleted. A retention over 1,000 years is
-/// [`Error::InvalidFilter`].
+/// [`Error::InvalidFilter`]. Each batch commits on its own, so a failure after
+/// the first is [`Error::PruneStopped`], with the count already deleted.
 pub async fn prune(
     pool: &PgPool,
     keep_finished: Duration,
@@ -228,7 +229,14 @@ pub async fn prune(
         let n = pinned(pool, "job_prune", |conn| {
             Box::pin(async move { db::maintenance::job_prune(conn, finished, dead, BATCH).await })
         })
-        .await?;
+        .await
+        .map_err(|e| match total {
+            0 => e,
+            pruned => Error::PruneStopped {
+                pruned,
+                source: Box::new(e),
+            },
+        })?;
         total += n;
         if n < BATCH as u64 {
             return Ok(total);

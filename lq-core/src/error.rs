@@ -198,6 +198,18 @@ pub enum Error {
         #[source]
         source: Box<Error>,
     },
+    /// [`crate::control::prune`] failed after some of its batches committed:
+    /// those `pruned` finished jobs are deleted for good, the rest are untouched
+    /// (a batch whose commit went unanswered may have committed unseen), and
+    /// `source` says what stopped it. Pruning again takes up the rest.
+    #[error("prune stopped partway: {pruned} finished jobs were already deleted; the rest are unchanged")]
+    PruneStopped {
+        /// Finished jobs the committed batches deleted.
+        pruned: u64,
+        /// The error that stopped it.
+        #[source]
+        source: Box<Error>,
+    },
     /// Retrying a job would create a second live job with its unique key.
     #[error("job {id} cannot be retried: live job {holder} holds its unique key {key:?}")]
     UniqueKeyHeld {

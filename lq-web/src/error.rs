@@ -83,10 +83,10 @@ impl PageError {
 impl From<lq_core::Error> for PageError {
     fn from(e: lq_core::Error) -> Self {
         use lq_core::Error as E;
-        // A bulk action stopped partway answers as what stopped it would; its
+        // A bulk action or prune stopped partway answers as what stopped it would; its
         // message still says what was done first.
         let cause = match &e {
-            E::BulkStopped { source, .. } => source.as_ref(),
+            E::BulkStopped { source, .. } | E::PruneStopped { source, .. } => source.as_ref(),
             other => other,
         };
         let timed_out = gave_up_on(cause);

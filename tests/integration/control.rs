@@ -323,6 +323,32 @@ async fn pruning_removes_only_old_finished_jobs() {
 }
 
 #[tokio::test]
+async fn a_prune_that_fails_after_a_batch_committed_says_how_many_it_deleted() {
+    let db = TestDb::new().await;
+    // Two batches of the prune's 5,000: the first commits, the second is refused.
+    db.stage_prune_refused_after_first_batch(6000).await;
+    let hour = Duration::from_secs(3600);
+    let err = control::prune(&db.pool, hour, hour).await.unwrap_err();
+    let Error::PruneStopped { pruned, source } = &err else {
+        panic!("expected PruneStopped, got {err:?}");
+    };
+    assert_eq!(*pruned, 5000);
+    assert!(
+        lq_runtime::chain(source.as_ref()).contains("the second batch is refused"),
+        "{}",
+        lq_runtime::chain(&err)
+    );
+    let left: i64 = sqlx::query_scalar("select count(*) from lq.finished_jobs")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        left, 1000,
+        "the committed batch stays deleted, the rest untouched"
+    );
+}
+
+#[tokio::test]
 async fn pruning_the_rollup_removes_only_minutes_past_the_retention() {
     let db = TestDb::new().await;
     for age_secs in [7200.0, 60.0] {

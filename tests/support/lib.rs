@@ -91,6 +91,39 @@ impl TestDb {
         finish_job(&mut conn, id, state, ago_secs).await;
     }
 
+    /// Puts `n` finished jobs in the history, succeeded two days ago, and makes the
+    /// server refuse every delete statement on it after the first (a statement
+    /// trigger raising "the second batch is refused"): a prune of more than one
+    /// batch then fails after its first batch committed.
+    pub async fn stage_prune_refused_after_first_batch(&self, n: i64) {
+        sqlx::query(
+            "insert into lq.finished_jobs (id, kind, queue, priority, payload, state, run_at,
+                 attempts, max_attempts, errors, created_at, finished_at)
+             select g, 'test.noop', 'default', 0, '{}', 'succeeded', now(), 1, 1, '[]',
+                    now() - interval '2 days', now() - interval '2 days'
+             from generate_series(1, $1) as g",
+        )
+        .bind(n)
+        .execute(&self.pool)
+        .await
+        .expect("insert finished jobs");
+        sqlx::raw_sql(
+            "create sequence lq.test_prunes;
+             create function lq.test_refuse_second_prune() returns trigger language plpgsql as $$
+             begin
+                 if nextval('lq.test_prunes') > 1 then
+                     raise exception 'test: the second batch is refused';
+                 end if;
+                 return null;
+             end $$;
+             create trigger refuse_second_prune before delete on lq.finished_jobs
+                 for each statement execute function lq.test_refuse_second_prune();",
+        )
+        .execute(&self.pool)
+        .await
+        .expect("create the refusing trigger");
+    }
+
     /// Locks live job `id`'s row (`for update`) in a transaction of its own, as a
     /// claim or a slow statement elsewhere would; the lock holds until the
     /// returned transaction ends.

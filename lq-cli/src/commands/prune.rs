@@ -6,7 +6,7 @@ use clap::Args;
 use serde_json::json;
 use sqlx::PgPool;
 
-use lq_runtime::control;
+use lq_runtime::{control, CoreError};
 
 use crate::{
     filter_args::parse_duration,
@@ -56,11 +56,22 @@ pub(crate) async fn run(pool: &PgPool, out: &Out, args: PruneArgs) -> Result<Out
     if !args.yes && !confirm(&question)? {
         return Err("not confirmed; nothing changed".into());
     }
-    let n = control::prune(pool, keep_finished, keep_dead).await?;
-    out.emit(json!({"pruned": n}), || {
-        let mut t = crate::output::table(&["pruned"]);
-        t.add_row(vec![n.to_string()]);
-        t
-    });
-    Ok(Outcome::Clean)
+    // A failure after some batches committed still reports what they deleted.
+    let (n, stopped) = match control::prune(pool, keep_finished, keep_dead).await {
+        Ok(n) => (n, None),
+        Err(CoreError::PruneStopped { pruned, source }) => (pruned, Some(source)),
+        Err(e) => return Err(e.into()),
+    };
+    out.emit(
+        json!({"pruned": n, "stopped": stopped.as_ref().map(|e| lq_runtime::chain(e.as_ref()))}),
+        || {
+            let mut t = crate::output::table(&["pruned"]);
+            t.add_row(vec![n.to_string()]);
+            t
+        },
+    );
+    match stopped {
+        Some(source) => Err(Box::new(CoreError::PruneStopped { pruned: n, source })),
+        None => Ok(Outcome::Clean),
+    }
 }
