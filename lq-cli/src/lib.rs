@@ -93,8 +93,13 @@ pub async fn run(args: LqArgs) -> ExitCode {
         eprintln!("lq: no database: pass --database-url or set DATABASE_URL");
         return ExitCode::from(2);
     };
+    // A command runs one statement at a time; the dashboard serves many pages.
+    let connections = match &args.command {
+        Command::Serve(a) => a.db_connections,
+        _ => 2,
+    };
     let pool = match sqlx::postgres::PgPoolOptions::new()
-        .max_connections(2)
+        .max_connections(connections)
         .acquire_timeout(std::time::Duration::from_secs(10))
         .connect(url)
         .await

@@ -414,6 +414,9 @@ async fn serve_refuses_to_listen_beyond_loopback_without_auth() {
     let (code, _, stderr) = lq(&db, &["serve", "--basic", "nopassword"]);
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("user:password"), "{stderr}");
+    let (code, _, stderr) = lq(&db, &["serve", "--db-connections", "0"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("--db-connections"), "{stderr}");
 }
 
 /// `lq … --yes`-less bulk action answered at its prompt on a terminal: `lq` runs

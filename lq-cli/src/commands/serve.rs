@@ -25,6 +25,10 @@ pub struct ServeArgs {
     /// How often pages refresh themselves (`0s`: never).
     #[arg(long, value_parser = parse_duration, default_value = "5s")]
     refresh: Duration,
+    /// Most database connections the dashboard holds at once: page loads and a
+    /// bulk action running to its end share them.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub(crate) db_connections: u32,
 }
 
 /// A user name and password.
