@@ -12,12 +12,13 @@
 //! pass the bound below, the runtime vacuums the table itself, skipping it if
 //! a vacuum already holds it.
 
-use std::{sync::Arc, time::Duration};
+use std::{future::Future, pin::Pin, sync::Arc, time::Duration};
 
 use lq_core::{
     chain, db,
     db::maintenance::{JobTable, JobTableStats},
 };
+use sqlx::PgConnection;
 use tracing::{debug, info, warn, Instrument};
 
 use crate::shared::Shared;
@@ -36,6 +37,8 @@ const CHECK_EVERY: Duration = Duration::from_secs(1);
 /// rows stayed under 265k and the rate stayed flat (`scripts/bench --only
 /// sustained`, measured when finished jobs still stayed in `lq.jobs`).
 const MIN_DEAD: i64 = 20_000;
+/// How often shutdown sends its cancel again until the vacuum returns.
+const CANCEL_AGAIN: Duration = Duration::from_millis(100);
 const DEAD_FRACTION: f64 = 0.02;
 
 /// What to do about a table now.
@@ -125,6 +128,9 @@ async fn tend(shared: &Shared, table: JobTable, warned: &mut bool) {
     // connection, so the server's bound (nine tenths of it) always ends it first
     // and the connection goes back with its usual setting. Shutdown does not wait
     // for it: the server is asked to cancel it.
+    if shared.stopping.is_cancelled() {
+        return;
+    }
     let bound = shared.config.db_timeout * 6;
     let mut stopped = false;
     let r: Result<(), lq_core::Error> = async {
@@ -153,14 +159,14 @@ async fn tend(shared: &Shared, table: JobTable, warned: &mut bool) {
                 r = &mut vacuum => r,
                 _ = shared.stopping.cancelled() => {
                     stopped = true;
-                    cancel(shared, pid).await;
-                    // A cancelled statement returns at once.
-                    db::timed("job_table_vacuum", shared.config.db_timeout, vacuum).await
+                    let cancelled = cancel_until_returned(shared, pid, vacuum.as_mut());
+                    db::timed("job_table_vacuum", shared.config.db_timeout, cancelled).await
                 }
             }
         };
-        if r.is_err() {
-            // Its statement_timeout may still be raised: not for other statements.
+        if r.is_err() || stopped {
+            // Its statement_timeout may still be raised, or a cancel still on its
+            // way: neither is for another task's statement.
             conn.close_on_drop();
         }
         r
@@ -183,16 +189,35 @@ async fn tend(shared: &Shared, table: JobTable, warned: &mut bool) {
     }
 }
 
-/// Asks the server, from another connection, to cancel the vacuum session `pid`
-/// runs, so that shutdown need not wait up to six db timeouts for it.
-async fn cancel(shared: &Shared, pid: i32) {
-    let r = shared
-        .with_conn("cancel_backend", |mut conn| async move {
-            db::maintenance::cancel_backend(&mut conn, pid).await
-        })
-        .await;
-    if let Err(e) = r {
-        warn!(error = %chain(&e), "could not cancel the vacuum at shutdown; it runs to its bound");
+/// Cancels the vacuum session `pid` runs until `vacuum` returns, so that
+/// shutdown need not wait up to six db timeouts for it. A cancel reaching the
+/// session between the vacuum's statements is ignored by the server, so it goes
+/// again every [`CANCEL_AGAIN`], only while a vacuum or analyze runs there. It
+/// is sent on a connection of its own, outside the pool, which may be short at
+/// shutdown.
+async fn cancel_until_returned<F>(shared: &Shared, pid: i32, mut vacuum: Pin<&mut F>) -> F::Output
+where
+    F: Future,
+{
+    let mut canceller: Option<PgConnection> = None;
+    loop {
+        let sent = async {
+            let conn = shared
+                .own_connection(&mut canceller, "cancel_vacuum")
+                .await?;
+            db::maintenance::cancel_vacuum(conn, pid).await
+        };
+        tokio::select! {
+            r = &mut vacuum => return r,
+            sent = sent => if let Err(e) = sent {
+                canceller = None;
+                debug!(error = %chain(&e), "could not cancel the vacuum yet; trying again");
+            },
+        }
+        tokio::select! {
+            r = &mut vacuum => return r,
+            _ = tokio::time::sleep(CANCEL_AGAIN) => {}
+        }
     }
 }
 

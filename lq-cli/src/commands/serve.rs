@@ -26,7 +26,8 @@ pub struct ServeArgs {
     #[arg(long, value_parser = parse_duration, default_value = "5s")]
     refresh: Duration,
     /// Most database connections the dashboard holds at once: page loads and a
-    /// bulk action running to its end share them.
+    /// bulk action running to its end share them. (An application running this
+    /// command on its own pool, `lq_cli::run_on`, sizes that pool itself.)
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub(crate) db_connections: u32,
 }

@@ -223,7 +223,7 @@ pub async fn job_table_vacuum(
 }
 
 /// This session's server process id, so that another session can cancel the
-/// statement it runs ([`cancel_backend`]).
+/// statement it runs ([`cancel_vacuum`]).
 pub async fn backend_pid(conn: &mut PgConnection) -> Result<i32, Error> {
     sqlx::query_scalar("select pg_catalog.pg_backend_pid()")
         .fetch_one(&mut *conn)
@@ -231,15 +231,20 @@ pub async fn backend_pid(conn: &mut PgConnection) -> Result<i32, Error> {
         .map_err(err("backend_pid"))
 }
 
-/// Asks the server to cancel the statement that session `pid` runs now: a
-/// vacuum the runtime started, when it stops. Any role may cancel its own
-/// sessions. False if no such session was signalled.
-pub async fn cancel_backend(conn: &mut PgConnection, pid: i32) -> Result<bool, Error> {
-    sqlx::query_scalar("select pg_catalog.pg_cancel_backend($1)")
-        .bind(pid)
-        .fetch_one(&mut *conn)
-        .await
-        .map_err(err("cancel_backend"))
+/// Asks the server to cancel the vacuum or analyze that session `pid` runs now
+/// (one the runtime started, when it stops); a session running anything else,
+/// or idle, is left alone. A role may cancel the sessions it logged in as. True
+/// if a cancel was sent.
+pub async fn cancel_vacuum(conn: &mut PgConnection, pid: i32) -> Result<bool, Error> {
+    let sent: Option<bool> = sqlx::query_scalar(
+        "select pg_catalog.pg_cancel_backend(pid) from pg_catalog.pg_stat_activity
+         where pid = $1 and state = 'active' and query ~* '^\\s*(vacuum|analyze)'",
+    )
+    .bind(pid)
+    .fetch_optional(&mut *conn)
+    .await
+    .map_err(err("cancel_vacuum"))?;
+    Ok(sent.unwrap_or(false))
 }
 
 /// What a runtime uses, as `(object, privilege)`: the privileges its role needs.
