@@ -122,6 +122,7 @@ extern crate self as lq_runtime;
 mod attempt;
 mod batch_size;
 mod builder;
+mod cancel_hints;
 mod claim_ahead;
 mod cluster;
 mod completer;

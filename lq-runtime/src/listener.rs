@@ -11,16 +11,28 @@ use lq_core::db::{CANCEL_CHANNEL, JOBS_CHANNEL};
 use sqlx::postgres::PgListener;
 use tracing::{debug, warn};
 
-use crate::shared::{retry_delay, Shared};
+use crate::{
+    cancel_hints::{self, CancelHints},
+    shared::{retry_delay, Shared},
+};
 
 /// Reconnect after this long without any notification.
 const REFRESH_AFTER: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// Listens until the runtime stops, reconnecting with backoff.
+/// Listens until the runtime stops, reconnecting with backoff; cancel
+/// notifications are confirmed alongside ([`cancel_hints`]).
 pub(crate) async fn run(shared: Arc<Shared>) {
+    let hints = CancelHints::default();
+    tokio::join!(
+        listen_until_stopped(&shared, &hints),
+        cancel_hints::confirm(&shared, &hints)
+    );
+}
+
+async fn listen_until_stopped(shared: &Arc<Shared>, hints: &CancelHints) {
     let mut failures = 0u32;
     loop {
-        match listen(&shared, &mut failures).await {
+        match listen(shared, hints, &mut failures).await {
             Ok(Exit::Stopping) => return,
             Ok(Exit::Idle) => {
                 debug!("listener idle; refreshing its connection");
@@ -44,31 +56,11 @@ enum Exit {
     Idle,
 }
 
-/// Signals job `id`'s handler once its row shows the cancellation: any role that
-/// can connect may send a NOTIFY, so the notification alone proves nothing.
-async fn confirm_cancel(shared: Arc<Shared>, id: i64, token: uuid::Uuid) {
-    let confirmed = shared
-        .with_conn("job_cancel_requested", |mut conn| async move {
-            lq_core::db::lease::job_cancel_requested(&mut conn, id, token).await
-        })
-        .await;
-    match confirmed {
-        Ok(true) => {
-            shared.inflight.cancel_if_held(id, token);
-            debug!(id, "cancel requested: signalled the running handler");
-        }
-        Ok(false) => warn!(
-            id,
-            "ignored a cancel notification the job's row does not confirm"
-        ),
-        // The heartbeat reads the same flag at its next beat.
-        Err(e) => {
-            debug!(id, error = %lq_core::chain(&e), "could not confirm a cancel notification")
-        }
-    }
-}
-
-async fn listen(shared: &Arc<Shared>, failures: &mut u32) -> Result<Exit, sqlx::Error> {
+async fn listen(
+    shared: &Arc<Shared>,
+    hints: &CancelHints,
+    failures: &mut u32,
+) -> Result<Exit, sqlx::Error> {
     let timeout = shared.config.db_timeout;
     let mut listener = match tokio::time::timeout(timeout, connect(shared)).await {
         Ok(l) => l?,
@@ -99,7 +91,7 @@ async fn listen(shared: &Arc<Shared>, failures: &mut u32) -> Result<Exit, sqlx::
             CANCEL_CHANNEL => {
                 if let Ok(id) = n.payload().parse::<i64>() {
                     if let Some(token) = shared.inflight.token(id) {
-                        tokio::spawn(confirm_cancel(shared.clone(), id, token));
+                        hints.hint(id, token);
                     }
                 }
             }

@@ -18,6 +18,8 @@ pub struct Stats {
     pub(crate) released: AtomicU64,
     pub(crate) lease_lost: AtomicU64,
     pub(crate) quarantined: AtomicU64,
+    pub(crate) cancel_checks: AtomicU64,
+    pub(crate) cancel_hints_ignored: AtomicU64,
 }
 
 /// The runtime's job counters at one moment, from [`Runtime::stats`](crate::Runtime::stats).
@@ -56,6 +58,12 @@ pub struct StatsSnapshot {
     /// short fixed reason, and which were ended `dead` with only that reason (or
     /// left to their lease's expiry when even that was refused).
     pub quarantined: u64,
+    /// Statements run to confirm cancel notifications against the rows: one for
+    /// all the notifications gathered meanwhile.
+    pub cancel_checks: u64,
+    /// Cancel notifications for jobs this runtime held that the rows did not
+    /// confirm: sent by hand, or forged (any role that can connect may NOTIFY).
+    pub cancel_hints_ignored: u64,
 }
 
 impl Stats {
@@ -79,6 +87,8 @@ impl Stats {
             released: self.released.load(Relaxed),
             lease_lost: self.lease_lost.load(Relaxed),
             quarantined: self.quarantined.load(Relaxed),
+            cancel_checks: self.cancel_checks.load(Relaxed),
+            cancel_hints_ignored: self.cancel_hints_ignored.load(Relaxed),
         }
     }
 }

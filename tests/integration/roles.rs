@@ -909,25 +909,20 @@ impl Perform for CancelProbe {
     }
 }
 
-/// Any role that can connect may NOTIFY `lq_cancel`: a notification for a job
-/// whose row asks for no cancellation is ignored, and a real cancel still works.
-#[tokio::test]
-async fn a_cancel_notification_the_row_does_not_confirm_is_ignored() {
-    let mut roles = Roles::default();
-    let nobody = roles.create("lq_nobody", "").await;
-    let db = TestDb::new().await;
+/// A runtime serving [`CancelProbe`]s with `slots` handlers, once it listens for
+/// cancel notifications (so none sent after this is missed), and their state.
+async fn start_listening(db: &TestDb, slots: usize) -> (Runtime, CancelState) {
     let state = CancelState {
         signalled: Default::default(),
         released: Arc::new(tokio::sync::watch::channel(HashSet::new()).0),
     };
     let rt = Runtime::builder(db.pool.clone())
         .config(quick())
-        .queue("roles_cancel_q", 3)
+        .queue("roles_cancel_q", slots)
         .state(state.clone())
         .start()
         .await
         .unwrap();
-    // The runtime listens before anything is sent.
     db.wait_for(
         "the runtime to LISTEN on lq_cancel",
         "select exists (select 1 from pg_stat_activity
@@ -935,6 +930,17 @@ async fn a_cancel_notification_the_row_does_not_confirm_is_ignored() {
         LIMIT,
     )
     .await;
+    (rt, state)
+}
+
+/// Any role that can connect may NOTIFY `lq_cancel`: a notification for a job
+/// whose row asks for no cancellation is ignored, and a real cancel still works.
+#[tokio::test]
+async fn a_cancel_notification_the_row_does_not_confirm_is_ignored() {
+    let mut roles = Roles::default();
+    let nobody = roles.create("lq_nobody", "").await;
+    let db = TestDb::new().await;
+    let (rt, state) = start_listening(&db, 3).await;
     let spoofed = CancelProbe.enqueue(&db.pool).await.unwrap().id;
     let barrier = CancelProbe.enqueue(&db.pool).await.unwrap().id;
     let released = CancelProbe.enqueue(&db.pool).await.unwrap().id;
@@ -979,6 +985,60 @@ async fn a_cancel_notification_the_row_does_not_confirm_is_ignored() {
     );
     wait_state(&db, spoofed, "cancelled").await;
     assert!(state.signalled.lock().unwrap().contains(&spoofed));
+    rt.shutdown().await.unwrap();
+    drop(db);
+}
+
+/// A flood of forged cancel notifications costs a few statements, not one per
+/// notification (each took a pool connection, and logged a warning), and a real
+/// cancel sent after the flood still lands.
+#[tokio::test]
+async fn a_flood_of_forged_cancel_notifications_is_confirmed_in_a_few_statements() {
+    const FORGED: u64 = 2000;
+    let mut roles = Roles::default();
+    let nobody = roles.create("lq_nobody_flood", "").await;
+    let db = TestDb::new().await;
+    let (rt, state) = start_listening(&db, 2).await;
+    let spoofed = CancelProbe.enqueue(&db.pool).await.unwrap().id;
+    let real = CancelProbe.enqueue(&db.pool).await.unwrap().id;
+    for id in [spoofed, real] {
+        wait_state(&db, id, "running").await;
+    }
+    // Each in a transaction of its own: PostgreSQL folds equal notifications
+    // sent in one transaction into one.
+    let mut spoofer = PgConnection::connect_with(&options_as(&db, &nobody))
+        .await
+        .unwrap();
+    for _ in 0..FORGED {
+        sqlx::query("select pg_notify('lq_cancel', $1)")
+            .bind(spoofed.to_string())
+            .execute(&mut spoofer)
+            .await
+            .unwrap();
+    }
+    spoofer.close().await.unwrap();
+    assert_eq!(
+        control::cancel(&db.pool, real).await.unwrap(),
+        JobState::Running
+    );
+    wait_state(&db, real, "cancelled").await;
+
+    let stats = rt.stats();
+    assert!(
+        (1..=100).contains(&stats.cancel_checks),
+        "{} statements confirmed {FORGED} forged notifications and a real one",
+        stats.cancel_checks
+    );
+    assert!(
+        (1..=FORGED).contains(&stats.cancel_hints_ignored),
+        "{stats:?}"
+    );
+    assert_eq!(*state.signalled.lock().unwrap(), HashSet::from([real]));
+    assert_eq!(state_of(&db, spoofed).await, "running");
+    state.released.send_modify(|r| {
+        r.insert(spoofed);
+    });
+    wait_state(&db, spoofed, "succeeded").await;
     rt.shutdown().await.unwrap();
     drop(db);
 }

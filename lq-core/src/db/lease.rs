@@ -122,21 +122,24 @@ pub async fn job_expired_ids(conn: &mut PgConnection, limit: i64) -> Result<Vec<
     .map_err(err("job_expired_ids"))
 }
 
-/// Whether a cancellation of job `id` was requested while this worker holds its
-/// lease `token`: a NOTIFY on the cancel channel is only a hint (any role that can
-/// connect may send one), acted on when the row confirms it.
-pub async fn job_cancel_requested(
+/// Which of the jobs `ids` (each held under the lease in `tokens` at the same
+/// place) have a cancellation requested: a NOTIFY on the cancel channel is only a
+/// hint (any role that can connect may send one), acted on when the row confirms
+/// it. One statement for every hint gathered, however many arrive.
+pub async fn job_cancels_requested(
     conn: &mut PgConnection,
-    id: i64,
-    token: Uuid,
-) -> Result<bool, Error> {
-    let requested: Option<bool> = sqlx::query_scalar(
-        "select cancel_requested_at is not null from lq.jobs where id = $1 and lease_token = $2",
+    ids: &[i64],
+    tokens: &[Uuid],
+) -> Result<Vec<i64>, Error> {
+    sqlx::query_scalar(
+        "select j.id from lq.jobs j
+         join rows from (pg_catalog.unnest($1::bigint[]), pg_catalog.unnest($2::uuid[])) as hint(id, token)
+           on j.id = hint.id and j.lease_token = hint.token
+         where j.cancel_requested_at is not null",
     )
-    .bind(id)
-    .bind(token)
-    .fetch_optional(&mut *conn)
+    .bind(ids)
+    .bind(tokens)
+    .fetch_all(&mut *conn)
     .await
-    .map_err(err("job_cancel_requested"))?;
-    Ok(requested.unwrap_or(false))
+    .map_err(err("job_cancels_requested"))
 }
