@@ -11,9 +11,12 @@ use crate::{db, validate_name, Error};
 /// Longest `paused_by` note kept, in bytes.
 const MAX_PAUSED_BY_BYTES: usize = 200;
 
-/// Pauses `queue` in every runtime: no claim takes a job from it once this
-/// returns, and it stays paused across restarts until [`resume_queue`]. Jobs
-/// already running finish. `by` records who paused it (an operator's name or a
+/// Pauses `queue` in every runtime: no claim that starts after this returns
+/// takes a job from it, and it stays paused across restarts until
+/// [`resume_queue`]. Jobs already running finish, and so does a claim already
+/// running when the pause commits (one statement per runtime, usually a few
+/// milliseconds, at most nine tenths of its `db_timeout`): its snapshot
+/// predates the pause, so it may still take jobs. `by` records who paused it (an operator's name or a
 /// tool's). A queue no runtime has seen yet can be paused ahead. Returns `false`
 /// when it was already paused.
 ///
