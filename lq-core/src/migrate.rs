@@ -35,6 +35,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0008_live_state",
         include_str!("../migrations/0008_live_state.sql"),
     ),
+    (
+        "0009_dead_jobs_index",
+        include_str!("../migrations/0009_dead_jobs_index.sql"),
+    ),
 ];
 
 /// Creates or upgrades the `lq` schema. Idempotent, and safe when several processes

@@ -130,7 +130,10 @@ async fn upgrading_to_version_8_keeps_live_jobs_leases_and_version_7_statements(
     sqlx::raw_sql(&v7).execute(&db.pool).await.unwrap();
     let view_before = view_oid_and_grants(&db.pool).await;
     lq_runtime::migrate(&db.pool).await.unwrap();
-    assert_eq!(lq_runtime::schema_version(&db.pool).await.unwrap(), 8);
+    assert_eq!(
+        lq_runtime::schema_version(&db.pool).await.unwrap(),
+        lq_runtime::SCHEMA_VERSION
+    );
     // The view was replaced in place: the same object, its grants kept.
     let view_after = view_oid_and_grants(&db.pool).await;
     assert_eq!(view_after, view_before);
@@ -291,7 +294,10 @@ async fn a_migration_waiting_for_a_lock_lets_the_queue_work_meanwhile() {
     };
     let (migrated, ()) = tokio::join!(lq_runtime::migrate(&db.pool), meanwhile);
     migrated.unwrap();
-    assert_eq!(lq_runtime::schema_version(&db.pool).await.unwrap(), 8);
+    assert_eq!(
+        lq_runtime::schema_version(&db.pool).await.unwrap(),
+        lq_runtime::SCHEMA_VERSION
+    );
     let jobs: i64 = sqlx::query_scalar("select count(*) from lq.jobs")
         .fetch_one(&db.pool)
         .await

@@ -142,15 +142,18 @@ pub async fn job_get(conn: &mut PgConnection, id: i64) -> Result<Option<JobRow>,
     .map_err(err("job_get"))
 }
 
-/// Appends `filter`'s conditions as a `where` clause, every value bound. Only
-/// the conditions set are written, so each filter's shape gets a plan of its own.
+/// Appends `filter`'s conditions as a `where` clause. Only the conditions set
+/// are written, so each filter's shape gets a plan of its own. Every value is
+/// bound but the states, written as a literal of litequeue's own names: the
+/// planner can then match them with a partial index's predicate (the dead jobs'
+/// in the history), which a bound array, cast to the enum at run time, never does.
 fn push_where(q: &mut QueryBuilder<'_, Postgres>, filter: &JobFilter) {
     q.push(" where true");
     if !filter.states.is_empty() {
         let names: Vec<&'static str> = filter.states.iter().map(|s| s.as_str()).collect();
-        q.push(" and state::lq.job_state = any(")
-            .push_bind(names)
-            .push("::text[]::lq.job_state[])");
+        q.push(" and state::lq.job_state = any('{")
+            .push(names.join(","))
+            .push("}'::lq.job_state[])");
     }
     if !filter.queues.is_empty() {
         q.push(" and queue = any(")
