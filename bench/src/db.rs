@@ -20,6 +20,14 @@ pub async fn create(admin_url: &str) -> Result<(PgConnectOptions, PgPool)> {
     lq_runtime::migrate(&pool)
         .await
         .context("migrating lq_bench")?;
+    // A diagnostic only, to price a schema change within one build (say, an index
+    // dropped): SQL run right after the migration (bench/FINDINGS.md, stop 44).
+    if let Ok(sql) = std::env::var("LQ_BENCH_AFTER_MIGRATE_SQL") {
+        sqlx::raw_sql(&sql)
+            .execute(&pool)
+            .await
+            .context("running LQ_BENCH_AFTER_MIGRATE_SQL")?;
+    }
     Ok((opts, pool))
 }
 

@@ -12,9 +12,12 @@
 --
 -- Building it reads the whole history once under a lock that holds back the
 -- writes to lq.finished_jobs (each job's completion) until it commits: about
--- 0.2 s per 2 million finished jobs on that host, during which completions
--- wait. On a large history migrate while the queue is quiet, or prune first; a
--- build that outlasts migrate()'s two-minute bound (some billion finished jobs
--- at that rate) is rolled back.
+-- 0.2 s per 2 million finished jobs on that host (the history in memory; read
+-- from disk, longer), during which completions wait. Upgrading from version 7
+-- or older, the pending migrations share one transaction, so claims and
+-- enqueues wait too (version 8 holds lq.jobs). On a large history migrate while
+-- the queue is quiet, or prune first: a build that outlasts migrate()'s
+-- two-minute bound is rolled back, and every process calling migrate() at start
+-- would try again.
 
 create index finished_jobs_dead on lq.finished_jobs (queue, id) where state = 'dead';

@@ -51,7 +51,8 @@ impl CancelHints {
 }
 
 /// Confirms the hints as they arrive, until the runtime stops: signals each
-/// handler whose row asks for its cancellation, and counts the rest as ignored.
+/// handler whose row asks for its cancellation, and counts the rest as ignored
+/// (forged, or for an attempt that ended or went back meanwhile).
 pub(crate) async fn confirm(shared: &Shared, hints: &CancelHints) {
     let mut ignored_unwarned = 0u64;
     let mut warned_at: Option<Instant> = None;
@@ -67,17 +68,24 @@ pub(crate) async fn confirm(shared: &Shared, hints: &CancelHints) {
         let (ids, tokens): (Vec<i64>, Vec<Uuid>) =
             batch.iter().map(|(id, (token, _))| (*id, *token)).unzip();
         Stats::add(&shared.stats.cancel_checks, 1);
-        let confirmed = shared
-            .with_conn("job_cancels_requested", |mut conn| {
-                let (ids, tokens) = (&ids, &tokens);
-                async move { db::lease::job_cancels_requested(&mut conn, ids, tokens).await }
-            })
-            .await;
+        let check = shared.with_conn("job_cancels_requested", |mut conn| {
+            let (ids, tokens) = (&ids, &tokens);
+            async move { db::lease::job_cancels_requested(&mut conn, ids, tokens).await }
+        });
+        // Shutdown does not wait for a connection or an answer: the jobs still
+        // running are signalled by the shutdown itself.
+        let confirmed = tokio::select! {
+            r = check => r,
+            _ = shared.stopping.cancelled() => return,
+        };
         let confirmed: HashSet<i64> = match confirmed {
             Ok(ids) => ids.into_iter().collect(),
             Err(e) => {
                 // The heartbeat reads the same flag at its next beat.
                 debug!(error = %chain(&e), "could not confirm cancel notifications");
+                if shared.pause(AFTER_UNCONFIRMED).await {
+                    return;
+                }
                 continue;
             }
         };
@@ -98,7 +106,7 @@ pub(crate) async fn confirm(shared: &Shared, hints: &CancelHints) {
         if warned_at.is_none_or(|t| t.elapsed() >= WARN_EVERY) {
             warn!(
                 ignored = ignored_unwarned,
-                "ignored cancel notifications their jobs' rows do not confirm (any role that can connect may send one)"
+                "ignored cancel notifications their jobs' rows do not confirm: forged (any role that can connect may send one), or for an attempt that ended meanwhile"
             );
             ignored_unwarned = 0;
             warned_at = Some(Instant::now());

@@ -62,7 +62,8 @@ pub struct StatsSnapshot {
     /// all the notifications gathered meanwhile.
     pub cancel_checks: u64,
     /// Cancel notifications for jobs this runtime held that the rows did not
-    /// confirm: sent by hand, or forged (any role that can connect may NOTIFY).
+    /// confirm: sent by hand or forged (any role that can connect may NOTIFY),
+    /// or for an attempt that ended or went back before the check.
     pub cancel_hints_ignored: u64,
 }
 

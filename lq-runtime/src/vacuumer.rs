@@ -18,7 +18,7 @@ use lq_core::{
     chain, db,
     db::maintenance::{JobTable, JobTableStats},
 };
-use sqlx::PgConnection;
+use sqlx::{Connection, PgConnection};
 use tracing::{debug, info, warn, Instrument};
 
 use crate::shared::Shared;
@@ -200,7 +200,7 @@ where
     F: Future,
 {
     let mut canceller: Option<PgConnection> = None;
-    loop {
+    let returned = loop {
         let sent = async {
             let conn = shared
                 .own_connection(&mut canceller, "cancel_vacuum")
@@ -208,17 +208,22 @@ where
             db::maintenance::cancel_vacuum(conn, pid).await
         };
         tokio::select! {
-            r = &mut vacuum => return r,
+            r = &mut vacuum => break r,
             sent = sent => if let Err(e) = sent {
                 canceller = None;
                 debug!(error = %chain(&e), "could not cancel the vacuum yet; trying again");
             },
         }
         tokio::select! {
-            r = &mut vacuum => return r,
+            r = &mut vacuum => break r,
             _ = tokio::time::sleep(CANCEL_AGAIN) => {}
         }
+    };
+    if let Some(conn) = canceller {
+        // Closed with a goodbye, so the server logs no lost client.
+        let _ = tokio::time::timeout(CANCEL_AGAIN, conn.close()).await;
     }
+    returned
 }
 
 #[cfg(test)]

@@ -1024,8 +1024,10 @@ async fn a_flood_of_forged_cancel_notifications_is_confirmed_in_a_few_statements
     wait_state(&db, real, "cancelled").await;
 
     let stats = rt.stats();
+    // At most one check a 100 ms once forged hints were seen: a tenth of the
+    // notifications leaves room for 20 s of sending on a slow host.
     assert!(
-        (1..=100).contains(&stats.cancel_checks),
+        (1..=FORGED / 10).contains(&stats.cancel_checks),
         "{} statements confirmed {FORGED} forged notifications and a real one",
         stats.cancel_checks
     );

@@ -150,7 +150,10 @@ pub async fn job_get(conn: &mut PgConnection, id: i64) -> Result<Option<JobRow>,
 fn push_where(q: &mut QueryBuilder<'_, Postgres>, filter: &JobFilter) {
     q.push(" where true");
     if !filter.states.is_empty() {
-        let names: Vec<&'static str> = filter.states.iter().map(|s| s.as_str()).collect();
+        // Sorted and once each, so one set of states is one statement to prepare.
+        let mut names: Vec<&'static str> = filter.states.iter().map(|s| s.as_str()).collect();
+        names.sort_unstable();
+        names.dedup();
         q.push(" and state::lq.job_state = any('{")
             .push(names.join(","))
             .push("}'::lq.job_state[])");
