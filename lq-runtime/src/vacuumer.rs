@@ -37,9 +37,9 @@ const CHECK_EVERY: Duration = Duration::from_secs(1);
 /// rows stayed under 265k and the rate stayed flat (`scripts/bench --only
 /// sustained`, measured when finished jobs still stayed in `lq.jobs`).
 const MIN_DEAD: i64 = 20_000;
+const DEAD_FRACTION: f64 = 0.02;
 /// How often shutdown sends its cancel again until the vacuum returns.
 const CANCEL_AGAIN: Duration = Duration::from_millis(100);
-const DEAD_FRACTION: f64 = 0.02;
 
 /// What to do about a table now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

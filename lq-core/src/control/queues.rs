@@ -16,9 +16,9 @@ const MAX_PAUSED_BY_BYTES: usize = 200;
 /// [`resume_queue`]. Jobs already running finish, and so does a claim already
 /// running when the pause commits (one statement per runtime, usually a few
 /// milliseconds, at most nine tenths of its `db_timeout`): its snapshot
-/// predates the pause, so it may still take jobs. `by` records who paused it (an operator's name or a
-/// tool's). A queue no runtime has seen yet can be paused ahead. Returns `false`
-/// when it was already paused.
+/// predates the pause, so it may still take jobs. `by` records who paused it
+/// (an operator's name or a tool's). A queue no runtime has seen yet can be
+/// paused ahead. Returns `false` when it was already paused.
 ///
 /// ```no_run
 /// use lq_core::control;
