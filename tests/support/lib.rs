@@ -237,15 +237,21 @@ pub fn init_tracing() {
 /// Runs `statements` as the admin, best effort, from a `Drop` (which cannot
 /// await): on a thread and runtime of their own, waited for.
 pub fn run_as_admin_from_drop(statements: Vec<String>) {
+    run_from_drop(admin_url(), statements);
+}
+
+/// Runs `statements` on the database at `url`, best effort, from a `Drop`, as
+/// [`run_as_admin_from_drop`] does on the admin database.
+pub fn run_from_drop(url: String, statements: Vec<String>) {
     let _ = std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .expect("runtime");
         rt.block_on(async move {
-            if let Ok(mut admin) = PgConnection::connect(&admin_url()).await {
+            if let Ok(mut conn) = PgConnection::connect(&url).await {
                 for statement in statements {
-                    let _ = sqlx::raw_sql(&statement).execute(&mut admin).await;
+                    let _ = sqlx::raw_sql(&statement).execute(&mut conn).await;
                 }
             }
         });

@@ -17,8 +17,10 @@ const READER_GRANTS: &str = "
     grant select on lq.jobs, lq.finished_jobs, lq.all_jobs, lq.queues, lq.runtimes, lq.leader,
         lq.stats_minute, lq.cron_schedules, lq.cron_ticks, lq.schema_migrations to {role};";
 
-/// A login role dropped (with its grants) when the value drops.
-struct Role(String);
+/// A login role dropped (with its grants) when the value drops: its grants in
+/// the test's database first, since a role holding any cannot be dropped, and
+/// the database is still there when this drops.
+struct Role(String, String);
 
 impl Role {
     async fn create(db: &TestDb) -> Self {
@@ -33,12 +35,13 @@ impl Role {
             .execute(&db.pool)
             .await
             .unwrap();
-        Self(name)
+        Self(name, db.url.clone())
     }
 }
 
 impl Drop for Role {
     fn drop(&mut self) {
+        lq_tests::run_from_drop(self.1.clone(), vec![format!("drop owned by {}", self.0)]);
         lq_tests::run_as_admin_from_drop(vec![format!("drop role if exists {}", self.0)]);
     }
 }
