@@ -83,8 +83,8 @@ impl PageError {
 impl From<lq_core::Error> for PageError {
     fn from(e: lq_core::Error) -> Self {
         use lq_core::Error as E;
-        // A bulk action or prune stopped partway answers as what stopped it would; its
-        // message still says what was done first.
+        // A bulk action or prune stopped partway answers as what stopped it
+        // would; its message still says what was done first.
         let cause = match &e {
             E::BulkStopped { source, .. } | E::PruneStopped { source, .. } => source.as_ref(),
             other => other,

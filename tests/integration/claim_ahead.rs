@@ -240,12 +240,7 @@ async fn a_job_claimed_ahead_that_waits_too_long_goes_back_unspent() {
     assert!(rt.stats().released >= waiting.len() as u64);
     rt.shutdown().await.unwrap();
     for id in waiting {
-        let row = lq_runtime::control::get(&db.pool, id).await.unwrap();
-        assert_eq!(
-            (row.state, row.attempts),
-            (JobState::Succeeded, 1),
-            "job {id}"
-        );
+        succeeded_on_its_first_attempt(&db, id).await;
     }
 }
 
@@ -281,12 +276,19 @@ async fn a_hand_back_the_database_refuses_keeps_the_job_waiting_here() {
     rt.shutdown().await.unwrap();
     assert_eq!(released, 0);
     for id in waiting {
-        let row = lq_runtime::control::get(&db.pool, id).await.unwrap();
-        assert_eq!(
-            (row.state, row.attempts),
-            (JobState::Succeeded, 1),
-            "job {id}"
-        );
+        let row = succeeded_on_its_first_attempt(&db, id).await;
         assert!(row.errors.is_empty(), "job {id}: {:?}", row.errors);
     }
+}
+
+/// Asserts job `id` succeeded on attempt 1 (a hand-back spent no attempt), and
+/// returns its row.
+async fn succeeded_on_its_first_attempt(db: &TestDb, id: i64) -> lq_runtime::control::JobRow {
+    let row = lq_runtime::control::get(&db.pool, id).await.unwrap();
+    assert_eq!(
+        (row.state, row.attempts),
+        (JobState::Succeeded, 1),
+        "job {id}"
+    );
+    row
 }
