@@ -86,6 +86,42 @@ async fn migrate_shows_its_sql_on_a_dry_run_then_applies_it() {
     assert!(json["pending"].as_array().unwrap().is_empty());
 }
 
+/// A schema a newer build migrated: `lq migrate` applies nothing and says this
+/// build is behind while the schema still serves it, and refuses (exit 2,
+/// changing nothing) once a migration above this build no longer serves it.
+#[tokio::test]
+async fn migrate_against_a_newer_schema_says_whether_it_serves_this_build() {
+    let db = TestDb::new().await;
+    let known = lq_runtime::SCHEMA_VERSION;
+    let record = |version: i32, serves_from: i32| {
+        sqlx::query(
+            "insert into lq.schema_migrations (version, name, serves_from) values ($1, 'later', $2)",
+        )
+        .bind(version)
+        .bind(serves_from)
+        .execute(&db.pool)
+    };
+    record(known + 1, known).await.unwrap();
+    let (code, json, stderr) = lq(&db, &["migrate"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(json["applied"], serde_json::json!([]));
+    assert_eq!(json["version"].as_i64(), Some(i64::from(known + 1)));
+    assert_eq!(json["this_build"].as_i64(), Some(i64::from(known)));
+    assert!(stderr.contains("newer than this build"), "{stderr}");
+
+    record(known + 2, known + 2).await.unwrap();
+    let (code, _, stderr) = lq(&db, &["migrate"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("upgrade litequeue"), "{stderr}");
+    let (code, _, stderr) = lq(&db, &["migrate", "--dry-run"]);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("upgrade litequeue"), "{stderr}");
+    assert_eq!(
+        lq_runtime::schema_version(&db.pool).await.unwrap(),
+        known + 2
+    );
+}
+
 #[tokio::test]
 async fn status_list_show_and_a_bulk_retry_after_an_outage() {
     let db = TestDb::new().await;

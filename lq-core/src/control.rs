@@ -120,6 +120,62 @@ pub async fn count(pool: &PgPool, filter: &JobFilter) -> Result<Vec<JobCount>, E
         .collect())
 }
 
+/// How many jobs match `filter` in each state, exactly up to `cap` and
+/// reported as "more than `cap`" past it: the dashboard's state tabs, refreshed
+/// every few seconds. Each state's count stops reading once it passes the cap,
+/// and reads the state's partial index where there is one (every state but
+/// `succeeded`), where [`count`] reads every matching row. A state with fewer
+/// than `cap` matches and no index to read (`succeeded` under a narrow filter)
+/// still reads the history's rows. `filter`'s states are ignored: every state
+/// is counted. One statement.
+///
+/// ```no_run
+/// use lq_core::{control, JobFilter};
+/// # async fn f(pool: sqlx::PgPool) -> Result<(), lq_core::Error> {
+/// for c in control::count_by_state_capped(&pool, &JobFilter::new().queue("emails"), 10_000).await? {
+///     println!("{:>9} {}{}", c.state, c.count, if c.more { "+" } else { "" });
+/// }
+/// # Ok(()) }
+/// ```
+pub async fn count_by_state_capped(
+    pool: &PgPool,
+    filter: &JobFilter,
+    cap: u64,
+) -> Result<Vec<StateCount>, Error> {
+    filter.validate()?;
+    let filter = filter.clone();
+    let cap_sql = i64::try_from(cap).unwrap_or(i64::MAX - 1);
+    let rows = pinned(pool, "job_count_by_state_capped", |conn| {
+        Box::pin(async move {
+            db::control::job_count_by_state_capped(conn, &filter, &JobState::ALL, cap_sql).await
+        })
+    })
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(state, n)| {
+            let n = u64::try_from(n).unwrap_or(0);
+            StateCount {
+                state,
+                count: n.min(cap),
+                more: n > cap,
+            }
+        })
+        .collect())
+}
+
+/// The jobs in one state, counted up to a cap ([`count_by_state_capped`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StateCount {
+    /// State.
+    pub state: JobState,
+    /// Jobs in that state, at most the cap.
+    pub count: u64,
+    /// More jobs than the cap are in that state (`count` is the cap).
+    pub more: bool,
+}
+
 /// The number of jobs in one queue and state.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]

@@ -110,7 +110,9 @@ pub enum Error {
         /// The owning role.
         owner: String,
     },
-    /// The database holds a newer schema than this library knows.
+    /// The database holds a newer schema than this library knows, and one of
+    /// the migrations above this library's version no longer serves it (each
+    /// records the oldest version it works with).
     #[error(
         "the lq schema is at version {found}, newer than this library's {known}: upgrade litequeue"
     )]

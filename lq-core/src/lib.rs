@@ -76,6 +76,8 @@ pub use job::{CatchUp, CronSpec, Job, JobOptions, DEFAULT_LEASE, MAX_PAYLOAD_BYT
 pub use job_error::{chain, BoxError, Failure, JobError};
 pub use job_filter::JobFilter;
 pub use lq_macros::Job;
+#[doc(hidden)]
+pub use migrate::ensure_newer_schema_serves_this_build;
 pub use migrate::{migrate, pending_migrations, schema_version, PendingMigration, SCHEMA_VERSION};
 pub use names::{validate_name, MAX_NAME_LEN};
 pub use perform::Perform;

@@ -10,36 +10,89 @@ use crate::{db, Error};
 /// The schema version this library needs (the number of embedded migrations).
 pub const SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;
 
-/// The embedded migrations, in order; version n is `MIGRATIONS[n - 1]`.
-const MIGRATIONS: &[(&str, &str)] = &[
-    ("0001_jobs", include_str!("../migrations/0001_jobs.sql")),
-    ("0002_cron", include_str!("../migrations/0002_cron.sql")),
-    (
+/// One embedded migration: version n is `MIGRATIONS[n - 1]`.
+struct Migration {
+    /// File name, without `.sql`.
+    name: &'static str,
+    /// The statements, run in one transaction with the version's record.
+    sql: &'static str,
+    /// The oldest schema version whose code still works against this one (see
+    /// [`db::migration::oldest_build_served`]). Its own version unless it only
+    /// adds what older statements never read (an index, a table only newer
+    /// code uses); a wrong value lets an old build run against a schema it
+    /// cannot use, so when in doubt, its own version. Recorded from version 10
+    /// on; for 1 to 9 the values here only document what version 10's SQL
+    /// writes for them, and must match it.
+    serves_from: i32,
+}
+
+/// The embedded migrations, in order.
+const MIGRATIONS: &[Migration] = &[
+    migration("0001_jobs", include_str!("../migrations/0001_jobs.sql"), 1),
+    migration("0002_cron", include_str!("../migrations/0002_cron.sql"), 2),
+    migration(
         "0003_finished_jobs",
         include_str!("../migrations/0003_finished_jobs.sql"),
+        3,
     ),
-    (
+    migration(
         "0004_unique_per_kind",
         include_str!("../migrations/0004_unique_per_kind.sql"),
+        4,
     ),
-    (
+    migration(
         "0005_operations",
         include_str!("../migrations/0005_operations.sql"),
+        5,
     ),
-    ("0006_stats", include_str!("../migrations/0006_stats.sql")),
-    (
+    migration(
+        "0006_stats",
+        include_str!("../migrations/0006_stats.sql"),
+        6,
+    ),
+    migration(
         "0007_claim_room",
         include_str!("../migrations/0007_claim_room.sql"),
+        7,
     ),
-    (
+    migration(
         "0008_live_state",
         include_str!("../migrations/0008_live_state.sql"),
+        8,
     ),
-    (
+    // An index only: version 8's statements work unchanged.
+    migration(
         "0009_dead_jobs_index",
         include_str!("../migrations/0009_dead_jobs_index.sql"),
+        8,
+    ),
+    // A column on the version table only. Version 9's builds refuse it anyway:
+    // they do not read the column.
+    migration(
+        "0010_schema_serves_from",
+        include_str!("../migrations/0010_schema_serves_from.sql"),
+        9,
+    ),
+    // An index only: version 10's statements work unchanged.
+    migration(
+        "0011_cancelled_jobs_index",
+        include_str!("../migrations/0011_cancelled_jobs_index.sql"),
+        10,
     ),
 ];
+
+/// A [`Migration`], written short for the table above.
+const fn migration(name: &'static str, sql: &'static str, serves_from: i32) -> Migration {
+    Migration {
+        name,
+        sql,
+        serves_from,
+    }
+}
+
+/// The first version whose row in `lq.schema_migrations` records `serves_from`
+/// (the migration that added the column).
+const SERVES_FROM_RECORDED_SINCE: i32 = 10;
 
 /// Creates or upgrades the `lq` schema. Idempotent, and safe when several processes
 /// call it at once: they serialise on an advisory lock and each migration runs in the
@@ -56,6 +109,11 @@ const MIGRATIONS: &[(&str, &str)] = &[
 /// again, for up to two minutes in all. An application transaction left open on
 /// `lq.jobs` for longer fails the migration with the lock error, and the queue
 /// kept working meanwhile.
+///
+/// Against a schema newer than this build it changes nothing: `Ok` while that
+/// schema still serves this build (each migration records the oldest build it
+/// works with, so a rolling deploy's old processes keep starting), else
+/// [`Error::SchemaTooNew`].
 ///
 /// ```no_run
 /// # async fn f(pool: sqlx::PgPool) -> Result<(), lq_core::Error> {
@@ -97,29 +155,57 @@ const LOCK_WAIT: Duration = Duration::from_secs(2);
 
 async fn apply_all(pool: &PgPool, bound: Duration) -> Result<(), Error> {
     let mut conn = pool.acquire().await.map_err(db::err("migrate"))?;
+    // Read outside the migrating transaction, which would keep its read lock on
+    // the version table while it waits for the migration lock below: version 10
+    // alters that table, so the migrator holding the lock would then wait for
+    // every waiting one, and they for it (a deadlock).
+    let found = db::migration::version(&mut conn).await?;
+    if found >= SCHEMA_VERSION {
+        // Nothing to do (no lock, no CREATE), or a newer schema: it cannot go
+        // back, so it needs no lock to tell whether it serves this build.
+        return ensure_newer_schema_serves_this_build(&mut conn, found).await;
+    }
     let mut tx = conn.begin().await.map_err(db::err("migrate"))?;
     db::pin_transaction(&mut tx, bound).await?;
-    let found = db::migration::version(&mut tx).await?;
-    if found == SCHEMA_VERSION {
-        return Ok(()); // nothing to do: no lock, no CREATE
-    }
     if let Some(owner) = db::migration::schema_foreign_owner(&mut tx).await? {
         return Err(Error::SchemaNotOwned { owner });
     }
     db::migration::lock(&mut tx, LOCK_WAIT).await?;
     let found = db::migration::current(&mut tx).await?;
-    if found > SCHEMA_VERSION {
+    if found >= SCHEMA_VERSION {
+        return ensure_newer_schema_serves_this_build(&mut tx, found).await;
+    }
+    for (index, m) in MIGRATIONS.iter().enumerate().skip(found as usize) {
+        let version = index as i32 + 1;
+        tracing::info!(version, name = m.name, "applying litequeue migration");
+        let serves_from = (version >= SERVES_FROM_RECORDED_SINCE).then_some(m.serves_from);
+        db::migration::apply(&mut tx, version, m.name, m.sql, serves_from).await?;
+    }
+    tx.commit().await.map_err(db::err("migrate"))?;
+    Ok(())
+}
+
+/// `Ok` when the schema, at version `found` (this build's or newer), still
+/// serves this build: every migration above [`SCHEMA_VERSION`] records that it
+/// works with code this old. Otherwise [`Error::SchemaTooNew`].
+///
+/// The runtime calls it at start, [`migrate`] and [`pending_migrations`] before
+/// concluding there is nothing to do.
+#[doc(hidden)]
+pub async fn ensure_newer_schema_serves_this_build(
+    conn: &mut sqlx::PgConnection,
+    found: i32,
+) -> Result<(), Error> {
+    if found <= SCHEMA_VERSION {
+        return Ok(());
+    }
+    let oldest = db::migration::oldest_build_served(conn, SCHEMA_VERSION).await?;
+    if oldest > SCHEMA_VERSION {
         return Err(Error::SchemaTooNew {
             found,
             known: SCHEMA_VERSION,
         });
     }
-    for (index, (name, sql)) in MIGRATIONS.iter().enumerate().skip(found as usize) {
-        let version = index as i32 + 1;
-        tracing::info!(version, name, "applying litequeue migration");
-        db::migration::apply(&mut tx, version, name, sql).await?;
-    }
-    tx.commit().await.map_err(db::err("migrate"))?;
     Ok(())
 }
 
@@ -145,24 +231,28 @@ pub struct PendingMigration {
 }
 
 /// The migrations [`migrate`] would apply now, oldest first, without applying
-/// anything (for a dry run, or a review by a DBA). Fails with
-/// [`Error::SchemaTooNew`] when the database is ahead of this build.
+/// anything (for a dry run, or a review by a DBA). None when the database is at
+/// this build's version, or ahead of it with a schema that still serves this
+/// build; fails with [`Error::SchemaTooNew`] when it is ahead and does not.
 pub async fn pending_migrations(pool: &PgPool) -> Result<Vec<PendingMigration>, Error> {
-    let found = schema_version(pool).await?;
-    if found > SCHEMA_VERSION {
-        return Err(Error::SchemaTooNew {
-            found,
-            known: SCHEMA_VERSION,
-        });
-    }
+    let found = db::timed("pending_migrations", Duration::from_secs(30), async {
+        let mut conn = pool
+            .acquire()
+            .await
+            .map_err(db::err("pending_migrations"))?;
+        let found = db::migration::version(&mut conn).await?;
+        ensure_newer_schema_serves_this_build(&mut conn, found).await?;
+        Ok(found)
+    })
+    .await?;
     Ok(MIGRATIONS
         .iter()
         .enumerate()
         .skip(found.max(0) as usize)
-        .map(|(index, (name, sql))| PendingMigration {
+        .map(|(index, m)| PendingMigration {
             version: index as i32 + 1,
-            name,
-            sql,
+            name: m.name,
+            sql: m.sql,
         })
         .collect())
 }

@@ -24,6 +24,15 @@ pub enum JobState {
 }
 
 impl JobState {
+    /// Every state, in the order a job may pass through them.
+    pub const ALL: [JobState; 5] = [
+        JobState::Queued,
+        JobState::Running,
+        JobState::Succeeded,
+        JobState::Dead,
+        JobState::Cancelled,
+    ];
+
     /// The name stored in the database.
     pub fn as_str(self) -> &'static str {
         match self {

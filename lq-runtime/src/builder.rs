@@ -309,8 +309,10 @@ fn runtime_pool(size: u32, timeout: Duration, options: PgConnectOptions) -> PgPo
         .connect_lazy_with(options)
 }
 
-/// Fails unless the schema is at the version this build knows. A role refused
-/// the version table gets the privileges it lacks named instead of a raw error.
+/// Fails unless the schema is at the version this build knows, or newer and
+/// still serving this build (a rolling deploy's old processes keep starting
+/// while the migration only added what they never read). A role refused the
+/// version table gets the privileges it lacks named instead of a raw error.
 async fn check_schema(conn: &mut PgConnection, timeout: Duration) -> Result<(), Error> {
     let found = match db::timed("schema_version", timeout, db::migration::version(conn)).await {
         Ok(found) => found,
@@ -320,18 +322,27 @@ async fn check_schema(conn: &mut PgConnection, timeout: Duration) -> Result<(), 
         }
         Err(e) => return Err(e.into()),
     };
-    let verdict = match found.cmp(&lq_core::SCHEMA_VERSION) {
-        std::cmp::Ordering::Less => Err(lq_core::Error::NotMigrated {
+    if found < lq_core::SCHEMA_VERSION {
+        return Err(lq_core::Error::NotMigrated {
             found,
             needed: lq_core::SCHEMA_VERSION,
-        }),
-        std::cmp::Ordering::Greater => Err(lq_core::Error::SchemaTooNew {
-            found,
-            known: lq_core::SCHEMA_VERSION,
-        }),
-        std::cmp::Ordering::Equal => Ok(()),
-    };
-    Ok(verdict?)
+        }
+        .into());
+    }
+    db::timed(
+        "schema_serves_this_build",
+        timeout,
+        lq_core::ensure_newer_schema_serves_this_build(conn, found),
+    )
+    .await?;
+    if found > lq_core::SCHEMA_VERSION {
+        tracing::warn!(
+            schema = found,
+            this_build = lq_core::SCHEMA_VERSION,
+            "the lq schema is newer than this build and still serves it; upgrade this build when convenient"
+        );
+    }
+    Ok(())
 }
 
 /// How often [`RuntimeBuilder::drain`] looks, and its runtime polls, for work.

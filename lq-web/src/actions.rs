@@ -112,6 +112,7 @@ pub(crate) async fn queue(
         }
     };
     audit(&ctx, &action, &format!("queue {name}"), &result);
+    sh.counts.forget_queues();
     let back = match form.get("back") {
         Some("overview") => "/",
         _ => "/queues",

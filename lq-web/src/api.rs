@@ -45,7 +45,8 @@ fn text(status: StatusCode, body: String) -> Response {
 }
 
 /// `GET /api/stats`: per queue the live counts, pause and oldest wait; dead
-/// jobs per queue; and the last hour of the per-minute rollup.
+/// jobs per queue; and the last hour of the per-minute rollup. The counts are
+/// the dashboard's, kept for one refresh period.
 pub(crate) async fn stats(State(sh): State<Arc<Shared>>) -> Response {
     match stats_json(&sh).await {
         Ok(v) => ([(header::CONTENT_TYPE, "application/json")], v.to_string()).into_response(),
@@ -62,15 +63,20 @@ pub(crate) async fn stats(State(sh): State<Arc<Shared>>) -> Response {
 }
 
 async fn stats_json(sh: &Shared) -> Result<serde_json::Value, lq_core::Error> {
-    let queues = control::queues(&sh.pool).await?;
-    let counts = control::count(
-        &sh.pool,
-        &JobFilter::new()
-            .state(JobState::Queued)
-            .state(JobState::Running),
-    )
-    .await?;
-    let dead = control::count(&sh.pool, &JobFilter::new().state(JobState::Dead)).await?;
+    let queues = sh.counts.queues(&sh.pool).await?;
+    let counts = sh
+        .counts
+        .count(
+            &sh.pool,
+            &JobFilter::new()
+                .state(JobState::Queued)
+                .state(JobState::Running),
+        )
+        .await?;
+    let dead = sh
+        .counts
+        .count(&sh.pool, &JobFilter::new().state(JobState::Dead))
+        .await?;
     let minutes = control::stats(&sh.pool, std::time::Duration::from_secs(3600)).await?;
     Ok(json!({
         "queues": queues.iter().map(|q| json!({

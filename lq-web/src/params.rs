@@ -77,13 +77,7 @@ pub(crate) fn parse_state(value: &str) -> Result<JobState, ParamError> {
 }
 
 /// Every state, in the order of the jobs page's tabs.
-pub(crate) const STATES: [JobState; 5] = [
-    JobState::Queued,
-    JobState::Running,
-    JobState::Succeeded,
-    JobState::Dead,
-    JobState::Cancelled,
-];
+pub(crate) const STATES: [JobState; 5] = JobState::ALL;
 
 /// The filter of the jobs page, as given (text kept for links and forms) and
 /// as understood.

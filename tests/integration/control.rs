@@ -362,12 +362,7 @@ async fn dead_jobs_are_counted_and_listed_through_their_index() {
             .ids;
     db.finish(ids[0], "dead", 0.0).await;
     db.finish(ids[1], "succeeded", 0.0).await;
-    let options: sqlx::postgres::PgConnectOptions = db.url.parse().unwrap();
-    let no_seqscan = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(1)
-        .connect_with(options.options([("enable_seqscan", "off")]))
-        .await
-        .unwrap();
+    let no_seqscan = pool_without_table_scans(&db).await;
     let dead = JobFilter::new().state(JobState::Dead);
     let counts = control::count(&no_seqscan, &dead).await.unwrap();
     assert_eq!(counts.iter().map(|c| c.count).sum::<u64>(), 1);
@@ -376,22 +371,38 @@ async fn dead_jobs_are_counted_and_listed_through_their_index() {
         listed.iter().map(|j| j.id).collect::<Vec<_>>(),
         vec![ids[0]]
     );
-    // The session reports its statistics at the end of a transaction at most
-    // once a second, so it reads them until its own scans show.
-    let started = std::time::Instant::now();
-    let scans = loop {
-        let scans: i64 = sqlx::query_scalar(
-            "select idx_scan from pg_stat_user_indexes where indexrelname = 'finished_jobs_dead'",
-        )
-        .fetch_one(&no_seqscan)
+    let scans = index_scans_reaching(&no_seqscan, "finished_jobs_dead", 2).await;
+    assert!(scans >= 2, "the dead jobs' index was scanned {scans} times");
+}
+
+/// A pool of one connection whose planner avoids table scans wherever an index
+/// can serve (`enable_seqscan = off`), to show which index a call reads.
+async fn pool_without_table_scans(db: &TestDb) -> sqlx::PgPool {
+    let options: sqlx::postgres::PgConnectOptions = db.url.parse().unwrap();
+    sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect_with(options.options([("enable_seqscan", "off")]))
         .await
-        .unwrap();
-        if scans >= 2 || started.elapsed() > Duration::from_secs(30) {
-            break scans;
+        .unwrap()
+}
+
+/// How often `index` was scanned, read until it reaches `at_least` (or 30 s
+/// pass): a session reports its statistics at the end of a transaction, at
+/// most once a second.
+async fn index_scans_reaching(pool: &sqlx::PgPool, index: &str, at_least: i64) -> i64 {
+    let started = std::time::Instant::now();
+    loop {
+        let scans: i64 =
+            sqlx::query_scalar("select idx_scan from pg_stat_user_indexes where indexrelname = $1")
+                .bind(index)
+                .fetch_one(pool)
+                .await
+                .unwrap();
+        if scans >= at_least || started.elapsed() > Duration::from_secs(30) {
+            return scans;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    assert!(scans >= 2, "the dead jobs' index was scanned {scans} times");
+    }
 }
 
 #[tokio::test]
@@ -451,4 +462,77 @@ async fn a_control_call_held_up_past_its_bound_is_cancelled_on_the_server() {
     .unwrap();
     assert_eq!(waiting, 0, "the count still waits on the server");
     lock.rollback().await.unwrap();
+}
+
+/// Capped counts per state: exact below the cap, the cap and `more` past it,
+/// every state listed (zero included), the filter's other terms kept and its
+/// own states ignored.
+#[tokio::test]
+async fn counts_by_state_stop_at_the_cap_and_say_so() {
+    let db = TestDb::new().await;
+    let ids = Noop::enqueue_many(&db.pool, (0..6).map(|n| Noop { n }), EnqueueOptions::new())
+        .await
+        .unwrap()
+        .ids;
+    Noop { n: 99 }
+        .enqueue_with(&db.pool, EnqueueOptions::new().queue("elsewhere"))
+        .await
+        .unwrap();
+    db.finish(ids[0], "dead", 1.0).await;
+    db.finish(ids[1], "succeeded", 1.0).await;
+    db.finish(ids[2], "succeeded", 1.0).await;
+
+    let filter = JobFilter::new().queue("default").state(JobState::Dead);
+    let counts = control::count_by_state_capped(&db.pool, &filter, 2)
+        .await
+        .unwrap();
+    let found: Vec<(JobState, u64, bool)> =
+        counts.iter().map(|c| (c.state, c.count, c.more)).collect();
+    assert_eq!(
+        found,
+        vec![
+            (JobState::Queued, 2, true),
+            (JobState::Running, 0, false),
+            (JobState::Succeeded, 2, false),
+            (JobState::Dead, 1, false),
+            (JobState::Cancelled, 0, false),
+        ]
+    );
+    let exact = control::count_by_state_capped(&db.pool, &filter, 1_000)
+        .await
+        .unwrap();
+    assert_eq!((exact[0].count, exact[0].more), (3, false));
+
+    // Each state but succeeded is counted through its partial index.
+    let no_seqscan = pool_without_table_scans(&db).await;
+    let through_indexes = control::count_by_state_capped(&no_seqscan, &filter, 1_000)
+        .await
+        .unwrap();
+    assert_eq!(through_indexes, exact);
+    for index in [
+        "jobs_pickup",
+        "jobs_lease_expiry",
+        "finished_jobs_dead",
+        "finished_jobs_cancelled",
+    ] {
+        let scans = index_scans_reaching(&no_seqscan, index, 1).await;
+        assert!(scans >= 1, "{index} was not read");
+    }
+
+    // A filter on finish time leaves out every live job without reading one.
+    let recent = JobFilter::new().finished_within(Duration::from_secs(3600));
+    let counts = control::count_by_state_capped(&db.pool, &recent, 1_000)
+        .await
+        .unwrap();
+    let found: Vec<(JobState, u64)> = counts.iter().map(|c| (c.state, c.count)).collect();
+    assert_eq!(
+        found,
+        vec![
+            (JobState::Queued, 0),
+            (JobState::Running, 0),
+            (JobState::Succeeded, 2),
+            (JobState::Dead, 1),
+            (JobState::Cancelled, 0),
+        ]
+    );
 }

@@ -7,11 +7,7 @@ use lq_tests::TestDb;
 #[tokio::test]
 async fn migrate_is_idempotent_and_concurrent_safe() {
     let db = TestDb::new().await; // already migrated once
-    let pools: Vec<_> = futures_util::future::join_all((0..4).map(|_| db.another_pool(2))).await;
-    let runs = futures_util::future::join_all(pools.iter().map(lq_runtime::migrate)).await;
-    for r in runs {
-        r.unwrap();
-    }
+    migrate_from_four_processes(&db).await;
     assert_eq!(
         lq_runtime::schema_version(&db.pool).await.unwrap(),
         lq_runtime::SCHEMA_VERSION
@@ -30,11 +26,7 @@ async fn fresh_databases_migrate_concurrently() {
         .execute(&db.pool)
         .await
         .unwrap();
-    let pools: Vec<_> = futures_util::future::join_all((0..4).map(|_| db.another_pool(2))).await;
-    let runs = futures_util::future::join_all(pools.iter().map(lq_runtime::migrate)).await;
-    for r in runs {
-        r.unwrap();
-    }
+    migrate_from_four_processes(&db).await;
     assert_eq!(
         lq_runtime::schema_version(&db.pool).await.unwrap(),
         lq_runtime::SCHEMA_VERSION
@@ -48,13 +40,18 @@ async fn runtime_refuses_an_unmigrated_database() {
         .execute(&db.pool)
         .await
         .unwrap();
-    let err = lq_runtime::Runtime::builder(db.pool.clone())
+    let err = start_error(&db).await;
+    assert!(err.to_string().contains("migrate"), "{err}");
+}
+
+/// Why a runtime serving `default` refuses to start on `db`.
+async fn start_error(db: &TestDb) -> lq_runtime::Error {
+    lq_runtime::Runtime::builder(db.pool.clone())
         .queue("default", 1)
         .start()
         .await
         .err()
-        .unwrap();
-    assert!(err.to_string().contains("migrate"), "{err}");
+        .expect("the runtime started")
 }
 
 /// Version 3 moves finished jobs out of `lq.jobs`: an upgrade carries every
@@ -229,6 +226,24 @@ async fn view_oid_and_grants(pool: &sqlx::PgPool) -> (i64, String) {
     .unwrap()
 }
 
+/// Four `migrate()` calls at once, each on a pool of its own (as four processes
+/// starting together would); each must succeed.
+async fn migrate_from_four_processes(db: &TestDb) {
+    let pools: Vec<_> = futures_util::future::join_all((0..4).map(|_| db.another_pool(2))).await;
+    let runs = futures_util::future::join_all(pools.iter().map(lq_runtime::migrate)).await;
+    for r in runs {
+        r.unwrap();
+    }
+}
+
+/// Replaces `db`'s schema with version 7's ([`version_7_schema`]).
+async fn back_to_version_7(db: &TestDb) {
+    sqlx::raw_sql(&version_7_schema())
+        .execute(&db.pool)
+        .await
+        .unwrap();
+}
+
 /// SQL that replaces the `lq` schema with version 7's, as a database migrated
 /// before version 8 has it.
 fn version_7_schema() -> String {
@@ -264,10 +279,7 @@ fn version_7_schema() -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_migration_waiting_for_a_lock_lets_the_queue_work_meanwhile() {
     let db = TestDb::new().await;
-    sqlx::raw_sql(&version_7_schema())
-        .execute(&db.pool)
-        .await
-        .unwrap();
+    back_to_version_7(&db).await;
     let insert =
         "insert into lq.jobs (kind, queue, payload, max_attempts) values ('a', 'default', '{}', 3)";
     let mut open = db.pool.begin().await.unwrap();
@@ -303,4 +315,162 @@ async fn a_migration_waiting_for_a_lock_lets_the_queue_work_meanwhile() {
         .await
         .unwrap();
     assert_eq!(jobs, 2);
+}
+
+/// Records a migration a later build would have applied, serving builds from
+/// `serves_from` on, as that build's `migrate()` would.
+async fn record_future_migration(db: &TestDb, version: i32, serves_from: i32) {
+    sqlx::query(
+        "insert into lq.schema_migrations (version, name, serves_from) values ($1, $2, $3)",
+    )
+    .bind(version)
+    .bind(format!("{version:04}_from_a_later_build"))
+    .bind(serves_from)
+    .execute(&db.pool)
+    .await
+    .unwrap();
+}
+
+/// A rolling deploy: a newer build has migrated, and its migration records that
+/// it still serves this build (an index, say). This build's processes keep
+/// starting and running jobs; `migrate()` changes nothing, nothing is pending,
+/// and the doctor says the build is behind without failing the check.
+#[tokio::test]
+async fn a_newer_schema_that_still_serves_this_build_lets_it_run() {
+    let db = TestDb::new().await;
+    let known = lq_runtime::SCHEMA_VERSION;
+    record_future_migration(&db, known + 1, known).await;
+    record_future_migration(&db, known + 2, known - 1).await;
+
+    lq_runtime::migrate(&db.pool).await.unwrap();
+    assert_eq!(
+        lq_runtime::schema_version(&db.pool).await.unwrap(),
+        known + 2
+    );
+    assert!(lq_runtime::pending_migrations(&db.pool)
+        .await
+        .unwrap()
+        .is_empty());
+    let schema = lq_core::control::doctor(&db.pool).await.unwrap();
+    assert!(schema[0].ok, "{:?}", schema[0]);
+    assert!(
+        schema[0].detail.contains("still serving"),
+        "{:?}",
+        schema[0]
+    );
+    assert!(schema.len() > 1, "the doctor stopped at the schema check");
+
+    let id = lq_runtime::Job::enqueue(&crate::jobs::Noop { n: 1 }, &db.pool)
+        .await
+        .unwrap()
+        .id;
+    let stats = lq_runtime::Runtime::builder(db.pool.clone())
+        .queue("default", 2)
+        .state(crate::jobs::Ledger::default())
+        .drain()
+        .await
+        .unwrap();
+    assert_eq!(stats.succeeded, 1);
+    let state: String = sqlx::query_scalar("select state::text from lq.all_jobs where id = $1")
+        .bind(id)
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(state, "succeeded");
+}
+
+/// A newer schema with one migration above this build that no longer serves it
+/// (it changed what this build's statements read or write): the runtime refuses
+/// to start, `migrate()` and the dry run refuse, and the doctor fails the check.
+#[tokio::test]
+async fn a_newer_schema_that_no_longer_serves_this_build_is_refused() {
+    let db = TestDb::new().await;
+    let known = lq_runtime::SCHEMA_VERSION;
+    record_future_migration(&db, known + 1, known).await;
+    record_future_migration(&db, known + 2, known + 1).await;
+
+    let too_new = |e: &lq_core::Error| {
+        matches!(e, lq_core::Error::SchemaTooNew { found, known: k }
+            if *found == known + 2 && *k == known)
+    };
+    let e = lq_runtime::migrate(&db.pool).await.unwrap_err();
+    assert!(too_new(&e), "{e:?}");
+    let e = lq_runtime::pending_migrations(&db.pool).await.unwrap_err();
+    assert!(too_new(&e), "{e:?}");
+    let err = start_error(&db).await;
+    assert!(
+        matches!(&err, lq_runtime::Error::Core(e) if too_new(e)),
+        "{err:?}"
+    );
+    let schema = lq_core::control::doctor(&db.pool).await.unwrap();
+    assert_eq!(schema.len(), 1);
+    assert!(!schema[0].ok);
+    assert!(
+        schema[0].detail.contains("no longer serves"),
+        "{:?}",
+        schema[0]
+    );
+    let versions: i64 = sqlx::query_scalar("select count(*) from lq.schema_migrations")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        versions,
+        i64::from(known + 2),
+        "a refused migrate changed the table"
+    );
+}
+
+/// Several processes upgrading one database at once (a rolling deploy, each
+/// calling `migrate()` at start), from a version before 10, which alters the
+/// version table itself: every call succeeds, and the versions are recorded
+/// once each. A migrator that read the version inside its transaction kept a
+/// lock on that table while it waited for the migration lock, and deadlocked
+/// with the one applying version 10.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_upgrades_across_the_version_table_change_all_succeed() {
+    let db = TestDb::new().await;
+    back_to_version_7(&db).await;
+    migrate_from_four_processes(&db).await;
+    let versions: Vec<i32> =
+        sqlx::query_scalar("select version from lq.schema_migrations order by version")
+            .fetch_all(&db.pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        versions,
+        (1..=lq_runtime::SCHEMA_VERSION).collect::<Vec<_>>()
+    );
+}
+
+/// Every migration records the oldest build it serves, whether the database was
+/// migrated fresh or upgraded from a version that had no such column: each
+/// serves only its own version, except 9 and 11 (indexes) and 10 (the column
+/// itself).
+#[tokio::test]
+async fn each_migration_records_the_oldest_build_it_serves() {
+    let expected: Vec<(i32, i32)> = (1..=lq_runtime::SCHEMA_VERSION)
+        .map(|v| match v {
+            9 => (9, 8),
+            10 => (10, 9),
+            11 => (11, 10),
+            v => (v, v),
+        })
+        .collect();
+    let fresh = TestDb::new().await;
+    let upgraded = TestDb::new().await;
+    sqlx::raw_sql(&version_7_schema())
+        .execute(&upgraded.pool)
+        .await
+        .unwrap();
+    lq_runtime::migrate(&upgraded.pool).await.unwrap();
+    for db in [&fresh, &upgraded] {
+        let found: Vec<(i32, i32)> = sqlx::query_as(
+            "select version, serves_from from lq.schema_migrations order by version",
+        )
+        .fetch_all(&db.pool)
+        .await
+        .unwrap();
+        assert_eq!(found, expected);
+    }
 }

@@ -23,10 +23,15 @@ pub(crate) async fn run(pool: &PgPool, out: &Out, args: MigrateArgs) -> Result<O
         if out.is_json() {
             println!("{:#}", json!({"pending": list}));
         } else if pending.is_empty() {
-            println!(
-                "-- the schema is current (version {})",
-                lq_runtime::SCHEMA_VERSION
-            );
+            let found = lq_runtime::schema_version(pool).await?;
+            if found > lq_runtime::SCHEMA_VERSION {
+                println!(
+                    "-- the schema is at version {found}, newer than this build's {}, and still serves it: nothing to apply",
+                    lq_runtime::SCHEMA_VERSION
+                );
+            } else {
+                println!("-- the schema is current (version {found})");
+            }
         } else {
             for m in &pending {
                 println!("-- migration {} ({})\n{}", m.version, m.name, m.sql);
@@ -36,16 +41,24 @@ pub(crate) async fn run(pool: &PgPool, out: &Out, args: MigrateArgs) -> Result<O
     }
     lq_runtime::migrate(pool).await?;
     let applied: Vec<_> = pending.iter().map(|m| m.version).collect();
+    let version = lq_runtime::schema_version(pool).await?;
+    let this_build = lq_runtime::SCHEMA_VERSION;
     out.emit(
-        json!({"applied": applied, "version": lq_runtime::SCHEMA_VERSION}),
+        json!({"applied": applied, "version": version, "this_build": this_build}),
         || {
-            let mut t = crate::output::table(&["applied", "schema version"]);
+            let mut t = crate::output::table(&["applied", "schema version", "this build's"]);
             t.add_row(vec![
                 format!("{applied:?}"),
-                lq_runtime::SCHEMA_VERSION.to_string(),
+                version.to_string(),
+                this_build.to_string(),
             ]);
             t
         },
     );
+    if version > this_build {
+        eprintln!(
+            "lq: the schema is newer than this build and still serves it; upgrade this build when convenient"
+        );
+    }
     Ok(Outcome::Clean)
 }

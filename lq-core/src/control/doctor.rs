@@ -12,6 +12,46 @@ const OLD_TRANSACTION: Duration = Duration::from_secs(300);
 /// A lease expired longer ago than this and still not rescued: a finding.
 const STALE_LEASE: Duration = Duration::from_secs(60);
 
+/// The schema's check: current, newer but still serving this build (a rolling
+/// deploy under way, or this build left behind), or unusable by this build.
+async fn schema_check(pool: &PgPool, found: i32) -> Result<Check, Error> {
+    let (ok, detail) = if found == SCHEMA_VERSION {
+        (true, format!("version {found}, current"))
+    } else if found < SCHEMA_VERSION {
+        (
+            false,
+            format!("version {found}, this build needs {SCHEMA_VERSION}: run `lq migrate`"),
+        )
+    } else {
+        let served = pinned(pool, "doctor", |conn| {
+            Box::pin(async move { crate::ensure_newer_schema_serves_this_build(conn, found).await })
+        })
+        .await;
+        match served {
+            Ok(()) => (
+                true,
+                format!(
+                    "version {found}, newer than this build's {SCHEMA_VERSION} and still serving it: \
+                     upgrade this build when convenient"
+                ),
+            ),
+            Err(Error::SchemaTooNew { .. }) => (
+                false,
+                format!(
+                    "version {found}, newer than this build's {SCHEMA_VERSION}, which it no longer \
+                     serves: upgrade litequeue"
+                ),
+            ),
+            Err(e) => return Err(e),
+        }
+    };
+    Ok(Check {
+        name: "schema",
+        ok,
+        detail,
+    })
+}
+
 /// One check of [`doctor`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -39,16 +79,10 @@ pub struct Check {
 /// ```
 pub async fn doctor(pool: &PgPool) -> Result<Vec<Check>, Error> {
     let found = crate::schema_version(pool).await?;
-    let mut checks = vec![Check {
-        name: "schema",
-        ok: found == SCHEMA_VERSION,
-        detail: if found == SCHEMA_VERSION {
-            format!("version {found}, current")
-        } else {
-            format!("version {found}, this build needs {SCHEMA_VERSION}: run `lq migrate`")
-        },
-    }];
-    if found != SCHEMA_VERSION {
+    let schema = schema_check(pool, found).await?;
+    let usable = schema.ok;
+    let mut checks = vec![schema];
+    if !usable {
         return Ok(checks);
     }
     let (f, unserved) = pinned(pool, "doctor", |conn| {

@@ -253,6 +253,54 @@ pub async fn job_count(
         .map_err(err("job_count"))
 }
 
+/// How many jobs match `filter` in each of `states`, counting at most `cap + 1`
+/// in each: one statement, a subquery per state that stops reading at the cap,
+/// in the states' order. `filter`'s own states are replaced by each of
+/// `states`. Each subquery reads the one table that holds its state, with the
+/// state written as a plain literal of that table's column type, so the
+/// partial index over it serves the count (queued, running, dead, cancelled);
+/// a live state under `finished_within` matches nothing and reads nothing.
+pub async fn job_count_by_state_capped(
+    conn: &mut PgConnection,
+    filter: &JobFilter,
+    states: &[JobState],
+    cap: i64,
+) -> Result<Vec<(JobState, i64)>, Error> {
+    if states.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut rest = filter.clone();
+    rest.states.clear();
+    let mut q = QueryBuilder::new("");
+    for (i, state) in states.iter().enumerate() {
+        if i > 0 {
+            q.push(" union all ");
+        }
+        let name = state.as_str();
+        if state.is_live() && filter.finished_within.is_some() {
+            q.push(format!("select '{name}'::lq.job_state, 0::int8"));
+            continue;
+        }
+        let table = if state.is_live() {
+            "lq.jobs"
+        } else {
+            "lq.finished_jobs"
+        };
+        q.push(format!(
+            "select '{name}'::lq.job_state, count(*) from (select from {table}"
+        ));
+        push_where(&mut q, &rest);
+        q.push(format!(" and state = '{name}' limit "))
+            .push_bind(cap.saturating_add(1))
+            .push(") x");
+    }
+    q.push(" order by 1");
+    q.build_query_as()
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(err("job_count_by_state_capped"))
+}
+
 /// Cancels a job: a queued one ends `cancelled` now; a running one is flagged and
 /// its workers are told by NOTIFY. Returns the state before the call, or `None`
 /// when no such job exists.

@@ -56,10 +56,18 @@ pub async fn lock(conn: &mut PgConnection, lock_wait: std::time::Duration) -> Re
 }
 
 /// Whether `e` is a statement of a migration that gave up waiting for a lock
-/// (SQLSTATE 55P03, `lock_not_available`): worth another try later.
+/// (SQLSTATE 55P03, `lock_not_available`), or that the server rolled back to
+/// break a deadlock with another session (40P01): worth another try later, as
+/// the whole migration rolled back.
 pub fn waited_too_long_for_a_lock(e: &Error) -> bool {
-    super::sqlstate(e).as_deref() == Some(super::LOCK_NOT_AVAILABLE)
+    matches!(
+        super::sqlstate(e).as_deref(),
+        Some(super::LOCK_NOT_AVAILABLE | DEADLOCK_DETECTED)
+    )
 }
+
+/// PostgreSQL's `deadlock_detected`.
+const DEADLOCK_DETECTED: &str = "40P01";
 
 /// Highest applied version, inside the locked transaction.
 pub async fn current(conn: &mut PgConnection) -> Result<i32, Error> {
@@ -69,23 +77,48 @@ pub async fn current(conn: &mut PgConnection) -> Result<i32, Error> {
         .map_err(err("migration_current"))
 }
 
-/// Applies one migration and records it.
+/// Applies one migration and records it, with the oldest version it serves
+/// (`serves_from`) once the version table has that column.
 pub async fn apply(
     conn: &mut PgConnection,
     version: i32,
     name: &str,
     sql: &str,
+    serves_from: Option<i32>,
 ) -> Result<(), Error> {
     sqlx::Executor::execute(&mut *conn, sql)
         .await
         .map_err(err("migration_apply"))?;
-    sqlx::query("insert into lq.schema_migrations (version, name) values ($1, $2)")
-        .bind(version)
-        .bind(name)
+    let record = match serves_from {
+        Some(_) => {
+            "insert into lq.schema_migrations (version, name, serves_from) values ($1, $2, $3)"
+        }
+        None => "insert into lq.schema_migrations (version, name) values ($1, $2)",
+    };
+    let mut record = sqlx::query(record).bind(version).bind(name);
+    if let Some(serves_from) = serves_from {
+        record = record.bind(serves_from);
+    }
+    record
         .execute(&mut *conn)
         .await
         .map_err(err("migration_record"))?;
     Ok(())
+}
+
+/// The oldest schema version whose code works against every migration applied
+/// above version `known`: a build of version `known` may run when this is
+/// `known` or lower. Read only from schemas at version 10 or newer, which
+/// record it per migration.
+pub async fn oldest_build_served(conn: &mut PgConnection, known: i32) -> Result<i32, Error> {
+    sqlx::query_scalar(
+        "select coalesce(pg_catalog.max(serves_from), $1 operator(pg_catalog.+) 1)
+         from lq.schema_migrations where version operator(pg_catalog.>) $1",
+    )
+    .bind(known)
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(err("migration_serves_from"))
 }
 
 /// Applied version without taking the lock; 0 when the schema does not exist.

@@ -37,20 +37,28 @@ async fn body(ctx: &Ctx, sh: &Shared, q: &Pairs) -> Result<Markup, PageError> {
     let mut listed = filter.to_job_filter();
     listed.before_id = before;
     let rows = control::list(&sh.pool, &listed, PAGE).await?;
-    // Counts per state for the tabs: the filter without its state.
-    let mut per_state: BTreeMap<&'static str, u64> = BTreeMap::new();
+    // Counts per state for the tabs (the filter without its state), each
+    // exact up to a cap: `more` past it.
+    let mut per_state: BTreeMap<&'static str, Tally> = BTreeMap::new();
     for c in sh
         .counts
-        .count(&sh.pool, &filter.with_state(None).to_job_filter())
+        .count_by_state(&sh.pool, &filter.with_state(None).to_job_filter())
         .await?
     {
-        *per_state.entry(c.state.as_str()).or_default() += c.count;
+        per_state.insert(
+            c.state.as_str(),
+            Tally {
+                n: c.count,
+                more: c.more,
+            },
+        );
     }
-    let all: u64 = per_state.values().sum();
-    let matching = match filter.state {
-        Some(s) => per_state.get(s.as_str()).copied().unwrap_or(0),
-        None => all,
+    let all = Tally {
+        n: per_state.values().map(|t| t.n).sum(),
+        more: per_state.values().any(|t| t.more),
     };
+    let of = |s: JobState| per_state.get(s.as_str()).copied().unwrap_or_default();
+    let matching = filter.state.map_or(all, of);
     let done = q.get("done").and_then(|d| flash(d, q.get("job")));
     Ok(html! {
         (layout::flash(done))
@@ -59,12 +67,12 @@ async fn body(ctx: &Ctx, sh: &Shared, q: &Pairs) -> Result<Markup, PageError> {
         nav.tabs aria-label="states" {
             (tab(ctx, &filter, None, all))
             @for s in STATES {
-                (tab(ctx, &filter, Some(s), per_state.get(s.as_str()).copied().unwrap_or(0)))
+                (tab(ctx, &filter, Some(s), of(s)))
             }
         }
         // Above the table: acting on everything the filter matches is what an
         // operator comes for after an incident, not only on the page shown.
-        @if ctx.can_act() && matching > 0 {
+        @if ctx.can_act() && matching.n > 0 {
             (all_matching_form(ctx, &filter, matching))
         }
         @if rows.is_empty() {
@@ -115,13 +123,32 @@ fn filter_form(ctx: &Ctx, f: &Filter, redacted: bool) -> Markup {
     }
 }
 
-fn tab(ctx: &Ctx, f: &Filter, state: Option<JobState>, n: u64) -> Markup {
+/// A tab's count: exact, or at least `n` when `more`.
+#[derive(Debug, Clone, Copy, Default)]
+struct Tally {
+    n: u64,
+    more: bool,
+}
+
+impl Tally {
+    /// `1,234`, or `10,000+` past the cap.
+    fn shown(self) -> String {
+        let n = layout::count(self.n);
+        if self.more {
+            format!("{n}+")
+        } else {
+            n
+        }
+    }
+}
+
+fn tab(ctx: &Ctx, f: &Filter, state: Option<JobState>, n: Tally) -> Markup {
     let target = f.with_state(state);
     let label = state.map_or("all", |s| s.as_str());
     let href = format!("{}?{}", ctx.url("/jobs"), target.query(&[]));
     html! {
         a.tab.current[f.state == state] href=(href) data-state=(label) {
-            (label) " " span.n { (layout::count(n)) }
+            (label) " " span.n { (n.shown()) }
         }
     }
 }
@@ -198,7 +225,7 @@ fn pager(ctx: &Ctx, f: &Filter, before: Option<i64>, rows: &[JobRow]) -> Markup 
 
 /// The form that acts on every job the filter matches (not only this page):
 /// the server counts again and asks for a confirmation naming the number.
-fn all_matching_form(ctx: &Ctx, f: &Filter, n: u64) -> Markup {
+fn all_matching_form(ctx: &Ctx, f: &Filter, n: Tally) -> Markup {
     html! {
         form.all-matching method="post" action=(ctx.url("/jobs/bulk")) {
             (ctx.csrf_field())
@@ -206,7 +233,7 @@ fn all_matching_form(ctx: &Ctx, f: &Filter, n: u64) -> Markup {
             @for (k, v) in f.fields() {
                 input type="hidden" name=(k) value=(v);
             }
-            "All " (layout::count(n)) " matching jobs: "
+            "All " (n.shown()) " matching jobs: "
             button type="submit" name="action" value="retry" { "Retry all…" }
             button type="submit" name="action" value="cancel" { "Cancel all…" }
             button.danger type="submit" name="action" value="delete" { "Delete all…" }

@@ -28,7 +28,7 @@ pub(crate) async fn page(ctx: Ctx, State(sh): State<Arc<Shared>>, uri: Uri) -> R
 }
 
 async fn body(ctx: &Ctx, sh: &Shared, q: &Pairs) -> Result<Markup, PageError> {
-    let live = control::queues(&sh.pool).await?;
+    let live = sh.counts.queues(&sh.pool).await?;
     let mut dead: BTreeMap<String, u64> = BTreeMap::new();
     for c in sh
         .counts

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use axum::{extract::State, http::Uri, response::Response};
-use lq_core::control::{self, QueueInfo};
+use lq_core::control::QueueInfo;
 use maud::{html, Markup};
 
 use crate::{context::Ctx, error::PageError, layout, params::Pairs, Shared};
@@ -12,7 +12,7 @@ use crate::{context::Ctx, error::PageError, layout, params::Pairs, Shared};
 pub(crate) async fn page(ctx: Ctx, State(sh): State<Arc<Shared>>, uri: Uri) -> Response {
     let q = Pairs::from_query(&uri);
     let result = async {
-        let queues = control::queues(&sh.pool).await?;
+        let queues = sh.counts.queues(&sh.pool).await?;
         Ok::<_, PageError>(html! {
             (layout::flash(flash(&q)))
             h1 { "Queues" }

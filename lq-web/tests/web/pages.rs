@@ -107,6 +107,52 @@ async fn the_jobs_page_lists_jobs_with_state_tabs_and_their_counts() {
         .has(r#"class="tab current" href="/jobs?state=dead""#);
 }
 
+/// A history of more jobs than the tabs count: the tab stops at the cap and says
+/// so ("10,000+", so is "all"), the other tabs stay exact, and a bulk action's
+/// confirmation still counts every job it would act on.
+#[tokio::test]
+async fn state_tabs_count_up_to_a_cap_and_a_bulk_confirmation_counts_them_all() {
+    let (db, app) = support::full().await;
+    let ids = mails(&db, 10_003).await;
+    let moved = sqlx::query(
+        "with moved as (delete from lq.jobs where id <= $1 returning *)
+         insert into lq.finished_jobs (id, kind, queue, priority, payload, state, run_at,
+             attempts, max_attempts, unique_key, lease_owner, cancel_requested_at, errors,
+             created_at, started_at, finished_at)
+         select id, kind, queue, priority, payload, 'succeeded', run_at, attempts, max_attempts,
+             unique_key, lease_owner, cancel_requested_at, errors, created_at, now(), now()
+         from moved",
+    )
+    .bind(ids[10_000])
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(moved.rows_affected(), 10_001);
+
+    get(&app, "/jobs")
+        .await
+        .expect(StatusCode::OK)
+        .has(r#"data-state="succeeded">succeeded <span class="n">10,000+</span>"#)
+        .has(r#"data-state="queued">queued <span class="n">2</span>"#)
+        .has(r#"data-state="dead">dead <span class="n">0</span>"#)
+        .has(r#"data-state="all">all <span class="n">10,002+</span>"#);
+    get(&app, "/jobs?state=succeeded")
+        .await
+        .expect(StatusCode::OK)
+        .has("All 10,000+ matching jobs");
+    post(
+        &app,
+        "/jobs/bulk",
+        &[
+            ("action", "retry"),
+            ("all_matching", "1"),
+            ("state", "succeeded"),
+        ],
+    )
+    .await
+    .has("Retry 10,001 jobs matching state succeeded?");
+}
+
 #[tokio::test]
 async fn the_job_page_hides_the_payload_escapes_it_and_lists_every_error() {
     let (db, app) = support::full().await;
@@ -411,16 +457,51 @@ async fn nested_under_a_prefix_every_link_form_and_cookie_keeps_the_prefix() {
         .has(&format!(r#"<a href="/ops/queue/jobs/{}">"#, ids[0]));
 }
 
-#[tokio::test]
-async fn counts_are_kept_for_a_refresh_period_but_a_bulk_confirmation_counts_afresh() {
-    let db = TestDb::new().await;
-    // A long period, so the second look below falls inside it.
-    let app = lq_web::router(
+/// A dashboard that may act, whose refresh period (and so its counts' life)
+/// is long enough that every later look in a test falls inside it.
+fn app_remembering_for_ten_minutes(db: &TestDb) -> axum::Router {
+    lq_web::router(
         db.pool.clone(),
         WebConfig::new()
             .actions(true)
             .refresh(std::time::Duration::from_secs(600)),
-    );
+    )
+}
+
+/// The queues' live counts (every live job counted) are kept for a refresh
+/// period like the job counts, however many pages read them; a pause made on
+/// the dashboard shows at once, with counts read afresh.
+#[tokio::test]
+async fn queue_counts_are_kept_for_a_refresh_period_but_a_pause_here_shows_at_once() {
+    let db = TestDb::new().await;
+    let app = app_remembering_for_ten_minutes(&db);
+    let mail = |body: &str| {
+        let v: serde_json::Value = serde_json::from_str(body).unwrap();
+        let q = v["queues"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|q| q["name"] == "mail")
+            .expect("the mail queue")
+            .clone();
+        (
+            q["available"].as_u64().unwrap(),
+            q["paused"].as_bool().unwrap(),
+        )
+    };
+    mails(&db, 3).await;
+    assert_eq!(mail(&get(&app, "/api/stats").await.body), (3, false));
+    mails(&db, 2).await;
+    get(&app, "/").await.expect(StatusCode::OK);
+    assert_eq!(mail(&get(&app, "/api/stats").await.body), (3, false));
+    post(&app, "/queues/mail/pause", &[("back", "queues")]).await;
+    assert_eq!(mail(&get(&app, "/api/stats").await.body), (5, true));
+}
+
+#[tokio::test]
+async fn counts_are_kept_for_a_refresh_period_but_a_bulk_confirmation_counts_afresh() {
+    let db = TestDb::new().await;
+    let app = app_remembering_for_ten_minutes(&db);
     mails(&db, 3).await;
     get(&app, "/jobs")
         .await
