@@ -108,6 +108,13 @@ async fn migrate_against_a_newer_schema_says_whether_it_serves_this_build() {
     assert_eq!(json["version"].as_i64(), Some(i64::from(known + 1)));
     assert_eq!(json["this_build"].as_i64(), Some(i64::from(known)));
     assert!(stderr.contains("newer than this build"), "{stderr}");
+    let (code, json, _) = lq(&db, &["migrate", "--dry-run"]);
+    assert_eq!(code, 0);
+    assert_eq!(json["pending"], serde_json::json!([]));
+    assert_eq!(
+        (json["version"].as_i64(), json["this_build"].as_i64()),
+        (Some(i64::from(known + 1)), Some(i64::from(known)))
+    );
 
     record(known + 2, known + 2).await.unwrap();
     let (code, _, stderr) = lq(&db, &["migrate"]);

@@ -12,8 +12,15 @@
 -- only its own version, and older builds refuse as before. Builds from version
 -- 10 on read the column; older ones refuse any newer schema, as they always did.
 --
--- Earlier migrations are recorded as they were: each changed tables or types
--- older statements depend on, except version 9, which only added an index.
+-- Earlier migrations are recorded as serving their own version only, except
+-- version 9, which only added an index (it serves 8). That is conservative
+-- (versions 5 and 6 were additive too) and never consulted: builds before 10
+-- do not read the column, and later builds only read rows above their own.
+--
+-- Altering the version table locks it exclusively until the upgrade commits
+-- (with the migrations before it, when several are pending): meanwhile each
+-- process starting, each migrate() and `lq doctor` wait to read the version,
+-- for at most 2 s at a time in migrate(), which then tries again.
 
 alter table lq.schema_migrations add column serves_from integer;
 update lq.schema_migrations

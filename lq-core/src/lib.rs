@@ -77,7 +77,7 @@ pub use job_error::{chain, BoxError, Failure, JobError};
 pub use job_filter::JobFilter;
 pub use lq_macros::Job;
 #[doc(hidden)]
-pub use migrate::ensure_newer_schema_serves_this_build;
+pub use migrate::{declared_serves_from, ensure_newer_schema_serves_this_build};
 pub use migrate::{migrate, pending_migrations, schema_version, PendingMigration, SCHEMA_VERSION};
 pub use names::{validate_name, MAX_NAME_LEN};
 pub use perform::Perform;

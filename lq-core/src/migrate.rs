@@ -18,11 +18,12 @@ struct Migration {
     sql: &'static str,
     /// The oldest schema version whose code still works against this one (see
     /// [`db::migration::oldest_build_served`]). Its own version unless it only
-    /// adds what older statements never read (an index, a table only newer
-    /// code uses); a wrong value lets an old build run against a schema it
+    /// adds what older statements never meet (a non-unique index, a table only
+    /// newer code uses; a unique index or a check changes which of their writes
+    /// succeed); a wrong value lets an old build run against a schema it
     /// cannot use, so when in doubt, its own version. Recorded from version 10
-    /// on; for 1 to 9 the values here only document what version 10's SQL
-    /// writes for them, and must match it.
+    /// on; for 1 to 9 version 10's SQL writes the same values (a test compares
+    /// them), which no build consults: builds before 10 never read them.
     serves_from: i32,
 }
 
@@ -94,6 +95,17 @@ const fn migration(name: &'static str, sql: &'static str, serves_from: i32) -> M
 /// (the migration that added the column).
 const SERVES_FROM_RECORDED_SINCE: i32 = 10;
 
+/// Each embedded migration's version and `serves_from`, as this build declares
+/// them: for tests that compare them with what a database recorded.
+#[doc(hidden)]
+pub fn declared_serves_from() -> Vec<(i32, i32)> {
+    MIGRATIONS
+        .iter()
+        .enumerate()
+        .map(|(index, m)| (index as i32 + 1, m.serves_from))
+        .collect()
+}
+
 /// Creates or upgrades the `lq` schema. Idempotent, and safe when several processes
 /// call it at once: they serialise on an advisory lock and each migration runs in the
 /// same transaction as its version bump.
@@ -126,7 +138,7 @@ pub async fn migrate(pool: &PgPool) -> Result<(), Error> {
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         let e = match db::timed("migrate", left, apply_all(pool, left)).await {
-            Err(e) if db::migration::waited_too_long_for_a_lock(&e) => e,
+            Err(e) if db::migration::gave_way_to_a_lock(&e) => e,
             done => return done,
         };
         // Another try only if it would still have room for a whole lock wait
@@ -155,16 +167,23 @@ const LOCK_WAIT: Duration = Duration::from_secs(2);
 
 async fn apply_all(pool: &PgPool, bound: Duration) -> Result<(), Error> {
     let mut conn = pool.acquire().await.map_err(db::err("migrate"))?;
-    // Read outside the migrating transaction, which would keep its read lock on
-    // the version table while it waits for the migration lock below: version 10
-    // alters that table, so the migrator holding the lock would then wait for
-    // every waiting one, and they for it (a deadlock).
-    let found = db::migration::version(&mut conn).await?;
+    // Read in a short transaction of its own, not in the migrating one, which
+    // would keep its read lock on the version table while it waits for the
+    // migration lock below: version 10 alters that table, so the migrator
+    // holding the lock would then wait for every waiting one, and they for it
+    // (a deadlock). Its lock waits are bounded like the migration's, so while
+    // another process upgrades, this one gives way and tries again.
+    let mut look = conn.begin().await.map_err(db::err("migrate"))?;
+    db::pin_transaction(&mut look, bound).await?;
+    db::migration::bound_lock_waits(&mut look, LOCK_WAIT).await?;
+    let found = db::migration::version(&mut look).await?;
     if found >= SCHEMA_VERSION {
         // Nothing to do (no lock, no CREATE), or a newer schema: it cannot go
         // back, so it needs no lock to tell whether it serves this build.
-        return ensure_newer_schema_serves_this_build(&mut conn, found).await;
+        ensure_newer_schema_serves_this_build(&mut look, found).await?;
+        return look.commit().await.map_err(db::err("migrate"));
     }
+    look.commit().await.map_err(db::err("migrate"))?;
     let mut tx = conn.begin().await.map_err(db::err("migrate"))?;
     db::pin_transaction(&mut tx, bound).await?;
     if let Some(owner) = db::migration::schema_foreign_owner(&mut tx).await? {

@@ -48,6 +48,7 @@ pub(crate) async fn job(
         }
     };
     audit(&ctx, &action, &format!("job {id}"), &result);
+    sh.counts.forget_all();
     match result {
         Ok("deleted") => see_other(&ctx.url(&format!("/jobs?done=deleted&job={id}"))),
         Ok(done) => see_other(&ctx.url(&format!("/jobs/{id}?done={done}"))),
@@ -112,7 +113,7 @@ pub(crate) async fn queue(
         }
     };
     audit(&ctx, &action, &format!("queue {name}"), &result);
-    sh.counts.forget_queues();
+    sh.counts.forget_all();
     let back = match form.get("back") {
         Some("overview") => "/",
         _ => "/queues",

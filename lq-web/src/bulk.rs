@@ -74,14 +74,17 @@ impl Action {
         target: String,
     ) -> Result<BulkReport, lq_core::Error> {
         let pool = sh.pool.clone();
-        run_to_end(ctx, self.verb(), target, async move {
+        let report = run_to_end(ctx, self.verb(), target, async move {
             match self {
                 Self::Retry => control::retry_matching(&pool, &filter, limit).await,
                 Self::Cancel => control::cancel_matching(&pool, &filter, limit).await,
                 Self::Delete => control::delete_matching(&pool, &filter, limit).await,
             }
         })
-        .await
+        .await;
+        // The page it returns to counts what the action left.
+        sh.counts.forget_all();
+        report
     }
 }
 

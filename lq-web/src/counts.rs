@@ -48,21 +48,26 @@ impl CountCache {
     }
 
     /// [`control::queues`], or its result from less than `ttl` ago. It counts
-    /// every live job (about a second at 10 million queued, on the 2-core
-    /// benchmark host), and the overview, the queues page and `/api/stats`
-    /// each read it on every refresh of every open tab.
+    /// every live job (1.1 s at 10 million queued on the 2-core benchmark host,
+    /// docs/performance.md), and the overview, the queues page and
+    /// `/api/stats` each read it on every refresh of every open tab.
     pub(crate) async fn queues(&self, pool: &PgPool) -> Result<Vec<QueueInfo>, lq_core::Error> {
         if let Some(queues) = self.queues.get("") {
             return Ok(queues);
         }
+        let ticket = self.queues.ticket();
         let queues = control::queues(pool).await?;
-        self.queues.put(String::new(), queues.clone());
+        self.queues.put(String::new(), queues.clone(), ticket);
         Ok(queues)
     }
 
-    /// Drops the kept [`Self::queues`]: a pause or resume made here shows at
-    /// once on the page it returns to.
-    pub(crate) fn forget_queues(&self) {
+    /// Drops every count kept, and any read in flight will not be kept: an
+    /// action taken here (a pause, a retry) shows at once on the page it
+    /// returns to. Changes made elsewhere (`lq`, another dashboard process)
+    /// show within one refresh period.
+    pub(crate) fn forget_all(&self) {
+        self.by_queue.clear();
+        self.by_state.clear();
         self.queues.clear();
     }
 
@@ -76,8 +81,9 @@ impl CountCache {
         if let Some(counts) = self.by_queue.get(&key) {
             return Ok(counts);
         }
+        let ticket = self.by_queue.ticket();
         let counts = control::count(pool, filter).await?;
-        self.by_queue.put(key, counts.clone());
+        self.by_queue.put(key, counts.clone(), ticket);
         Ok(counts)
     }
 
@@ -92,8 +98,9 @@ impl CountCache {
         if let Some(counts) = self.by_state.get(&key) {
             return Ok(counts);
         }
+        let ticket = self.by_state.ticket();
         let counts = control::count_by_state_capped(pool, filter, TAB_CAP).await?;
-        self.by_state.put(key, counts.clone());
+        self.by_state.put(key, counts.clone(), ticket);
         Ok(counts)
     }
 }
@@ -101,7 +108,20 @@ impl CountCache {
 /// Values kept for `ttl` by key, at most [`MAX_ENTRIES`] at once.
 struct Recent<V> {
     ttl: Duration,
-    entries: Mutex<HashMap<String, (Instant, V)>>,
+    entries: Mutex<Entries<V>>,
+}
+
+/// The values, and how many times they were all dropped.
+struct Entries<V> {
+    generation: u64,
+    by_key: HashMap<String, (Instant, V)>,
+}
+
+/// Taken before a read whose result is to be kept: when it started, and the
+/// generation it started in.
+struct Ticket {
+    generation: u64,
+    at: Instant,
 }
 
 impl<V: Clone> Recent<V> {
@@ -109,33 +129,71 @@ impl<V: Clone> Recent<V> {
     fn new(ttl: Duration) -> Self {
         Self {
             ttl,
-            entries: Mutex::default(),
+            entries: Mutex::new(Entries {
+                generation: 0,
+                by_key: HashMap::new(),
+            }),
         }
     }
 
     /// The value kept for `key`, if it is younger than `ttl`.
     fn get(&self, key: &str) -> Option<V> {
         let entries = self.lock();
-        let (at, value) = entries.get(key)?;
+        let (at, value) = entries.by_key.get(key)?;
         (at.elapsed() < self.ttl).then(|| value.clone())
     }
 
-    /// Keeps `value` for `key`, dropping what has aged past `ttl`; when the
-    /// map is still full, nothing is kept (the next look counts again).
-    fn put(&self, key: String, value: V) {
-        let mut entries = self.lock();
-        entries.retain(|_, (at, _)| at.elapsed() < self.ttl);
-        if entries.len() < MAX_ENTRIES {
-            entries.insert(key, (Instant::now(), value));
+    /// What [`Self::put`] needs to know of a read about to start.
+    fn ticket(&self) -> Ticket {
+        Ticket {
+            generation: self.lock().generation,
+            at: Instant::now(),
         }
     }
 
-    /// Forgets every value kept.
-    fn clear(&self) {
-        self.lock().clear();
+    /// Keeps `value`, read since `ticket` was taken, for `key`, aged from when
+    /// the read started; not if everything was dropped meanwhile (the value
+    /// may predate what dropped it), nor when the map is still full after
+    /// dropping what has aged past `ttl` (the next look reads again).
+    fn put(&self, key: String, value: V, ticket: Ticket) {
+        let mut entries = self.lock();
+        if entries.generation != ticket.generation {
+            return;
+        }
+        entries.by_key.retain(|_, (at, _)| at.elapsed() < self.ttl);
+        if entries.by_key.len() < MAX_ENTRIES {
+            entries.by_key.insert(key, (ticket.at, value));
+        }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Instant, V)>> {
+    /// Drops every value kept, and every read in flight from being kept.
+    fn clear(&self) {
+        let mut entries = self.lock();
+        entries.generation += 1;
+        entries.by_key.clear();
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Entries<V>> {
         self.entries.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A read that started before everything was dropped (a pause made while
+    /// another tab's refresh was counting) is not kept: it may show the queue
+    /// as it was before the pause.
+    #[test]
+    fn a_value_read_before_everything_was_dropped_is_not_kept() {
+        let recent = Recent::<u32>::new(Duration::from_secs(60));
+        let before = recent.ticket();
+        recent.clear();
+        recent.put("k".into(), 1, before);
+        assert_eq!(recent.get("k"), None);
+        let after = recent.ticket();
+        recent.put("k".into(), 2, after);
+        assert_eq!(recent.get("k"), Some(2));
     }
 }

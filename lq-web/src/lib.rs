@@ -45,7 +45,8 @@
 //! - `/`: per queue, available, scheduled, running and dead jobs, the oldest
 //!   wait, the pause, and the last hour's throughput and p99 wait as
 //!   sparklines from the per-minute rollup; the runtimes, the leader marked.
-//! - `/jobs`: jobs by state (tabs with counts), filtered by queue, kind, id,
+//! - `/jobs`: jobs by state (tabs with counts, each exact up to 10,000 and
+//!   `10,000+` past it), filtered by queue, kind, id,
 //!   age and payload or metadata containment (JSON, `@>`; no payload filter
 //!   while a redaction hook is set, as it would confirm hidden values), 50 a page, newest
 //!   first, with keyset paging. Select jobs to retry, cancel or delete them, or
@@ -59,7 +60,10 @@
 //!
 //! Pages refresh themselves every few seconds ([`WebConfig::refresh`]) while
 //! visible, not while jobs are selected or a field has focus, and have a pause
-//! button.
+//! button. The counts (of the pages and `/api/stats`) are kept for one refresh
+//! period, however many tabs are open; an action taken on the dashboard drops
+//! them, so its result shows at once, and a change made elsewhere shows within
+//! a period.
 //!
 //! # Access
 //!

@@ -20,10 +20,13 @@ pub(crate) async fn run(pool: &PgPool, out: &Out, args: MigrateArgs) -> Result<O
             .iter()
             .map(|m| json!({"version": m.version, "name": m.name, "sql": m.sql}))
             .collect();
+        let found = lq_runtime::schema_version(pool).await?;
         if out.is_json() {
-            println!("{:#}", json!({"pending": list}));
+            println!(
+                "{:#}",
+                json!({"pending": list, "version": found, "this_build": lq_runtime::SCHEMA_VERSION})
+            );
         } else if pending.is_empty() {
-            let found = lq_runtime::schema_version(pool).await?;
             if found > lq_runtime::SCHEMA_VERSION {
                 println!(
                     "-- the schema is at version {found}, newer than this build's {}, and still serves it: nothing to apply",

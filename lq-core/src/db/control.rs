@@ -255,7 +255,7 @@ pub async fn job_count(
 
 /// How many jobs match `filter` in each of `states`, counting at most `cap + 1`
 /// in each: one statement, a subquery per state that stops reading at the cap,
-/// in the states' order. `filter`'s own states are replaced by each of
+/// in `lq.job_state`'s order (which [`JobState::ALL`] follows). `filter`'s own states are replaced by each of
 /// `states`. Each subquery reads the one table that holds its state, with the
 /// state written as a plain literal of that table's column type, so the
 /// partial index over it serves the count (queued, running, dead, cancelled);

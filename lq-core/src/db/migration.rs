@@ -25,15 +25,11 @@ pub async fn schema_foreign_owner(conn: &mut PgConnection) -> Result<Option<Stri
 /// Takes the migration lock for the rest of the transaction and makes sure the
 /// schema and its version table exist. From here on, a statement that waits
 /// longer than `lock_wait` for a lock fails with `lock_not_available` (see
-/// [`waited_too_long_for_a_lock`]): a migration waiting for a table lock queues
+/// [`gave_way_to_a_lock`]): a migration waiting for a table lock queues
 /// every later statement on that table behind it, so it gives way rather than
 /// stall the queue while an application's transaction stays open.
 pub async fn lock(conn: &mut PgConnection, lock_wait: std::time::Duration) -> Result<(), Error> {
-    sqlx::query("select pg_catalog.set_config('lock_timeout', $1, true)")
-        .bind(lock_wait.as_millis().max(1).to_string())
-        .execute(&mut *conn)
-        .await
-        .map_err(err("migration_lock"))?;
+    bound_lock_waits(conn, lock_wait).await?;
     sqlx::query("select pg_advisory_xact_lock($1)")
         .bind(MIGRATION_LOCK_KEY)
         .execute(&mut *conn)
@@ -55,19 +51,30 @@ pub async fn lock(conn: &mut PgConnection, lock_wait: std::time::Duration) -> Re
     Ok(())
 }
 
-/// Whether `e` is a statement of a migration that gave up waiting for a lock
-/// (SQLSTATE 55P03, `lock_not_available`), or that the server rolled back to
-/// break a deadlock with another session (40P01): worth another try later, as
-/// the whole migration rolled back.
-pub fn waited_too_long_for_a_lock(e: &Error) -> bool {
+/// Whether `e` is a statement of a migration that gave way to another
+/// session's lock: it waited longer than it may (SQLSTATE 55P03,
+/// `lock_not_available`), or the server rolled it back to break a deadlock
+/// (40P01). Worth another try later: the whole migration rolled back.
+pub fn gave_way_to_a_lock(e: &Error) -> bool {
     matches!(
         super::sqlstate(e).as_deref(),
-        Some(super::LOCK_NOT_AVAILABLE | DEADLOCK_DETECTED)
+        Some(super::LOCK_NOT_AVAILABLE | super::DEADLOCK_DETECTED)
     )
 }
 
-/// PostgreSQL's `deadlock_detected`.
-const DEADLOCK_DETECTED: &str = "40P01";
+/// Bounds, for the rest of the transaction, how long a statement waits for a
+/// lock: past `wait` it fails with `lock_not_available` ([`gave_way_to_a_lock`]).
+pub async fn bound_lock_waits(
+    conn: &mut PgConnection,
+    wait: std::time::Duration,
+) -> Result<(), Error> {
+    sqlx::query("select pg_catalog.set_config('lock_timeout', $1, true)")
+        .bind(wait.as_millis().max(1).to_string())
+        .execute(&mut *conn)
+        .await
+        .map_err(err("migration_lock_timeout"))?;
+    Ok(())
+}
 
 /// Highest applied version, inside the locked transaction.
 pub async fn current(conn: &mut PgConnection) -> Result<i32, Error> {
