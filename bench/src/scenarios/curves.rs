@@ -14,7 +14,9 @@
 //!
 //! For development, `LQ_BENCH_CURVES_DIV=N` divides every size by N (and
 //! shortens the idle windows), and `LQ_BENCH_CURVES_ONLY=payloads,queues,
-//! backlogs,runtimes` runs only the curves named.
+//! backlogs,runtimes` runs only the curves named. For a diagnosis,
+//! `LQ_BENCH_CHILD_CLAIM_AHEAD=off` turns claim-ahead off in the runtime
+//! processes of the `runtimes` curve (not the shipped defaults).
 
 pub mod child;
 pub mod claims;

@@ -61,7 +61,7 @@ pub async fn main(admin_url: &str, args: &[String]) -> Result<()> {
     let t0 = std::time::Instant::now();
     claims::start();
     let rt = Runtime::builder(pool)
-        .config(RuntimeConfig::default())
+        .config(child_config())
         .queue(QUEUE, concurrency)
         .start()
         .await?;
@@ -160,4 +160,14 @@ impl Child {
             Err(_) => bail!("runtime process did not answer within {ANSWER_WITHIN:?}"),
         }
     }
+}
+
+/// The shipped defaults, unless `LQ_BENCH_CHILD_CLAIM_AHEAD=off` (a diagnosis:
+/// no jobs claimed ahead, and so no second claim in flight).
+fn child_config() -> RuntimeConfig {
+    let mut config = RuntimeConfig::default();
+    if std::env::var("LQ_BENCH_CHILD_CLAIM_AHEAD").as_deref() == Ok("off") {
+        config.claim_ahead = false;
+    }
+    config
 }
