@@ -15,8 +15,9 @@
 //! For development, `LQ_BENCH_CURVES_DIV=N` divides every size by N (and
 //! shortens the idle windows), and `LQ_BENCH_CURVES_ONLY=payloads,queues,
 //! backlogs,runtimes` runs only the curves named. For a diagnosis,
-//! `LQ_BENCH_CHILD_CLAIM_AHEAD=off` turns claim-ahead off in the runtime
-//! processes of the `runtimes` curve (not the shipped defaults).
+//! `LQ_BENCH_CHILD_CLAIM_AHEAD=off` turns claim-ahead off, and
+//! `LQ_BENCH_CHILD_MAX_CLAIM_BATCH=N` sets `max_claim_batch`, in the runtime
+//! processes of the `runtimes` curve (not the shipped defaults then).
 
 pub mod child;
 pub mod claims;

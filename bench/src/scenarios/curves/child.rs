@@ -162,12 +162,19 @@ impl Child {
     }
 }
 
-/// The shipped defaults, unless `LQ_BENCH_CHILD_CLAIM_AHEAD=off` (a diagnosis:
-/// no jobs claimed ahead, and so no second claim in flight).
+/// The shipped defaults, unless changed for a diagnosis:
+/// `LQ_BENCH_CHILD_CLAIM_AHEAD=off` (no jobs claimed ahead, and so no second
+/// claim in flight), `LQ_BENCH_CHILD_MAX_CLAIM_BATCH=N`.
 fn child_config() -> RuntimeConfig {
     let mut config = RuntimeConfig::default();
     if std::env::var("LQ_BENCH_CHILD_CLAIM_AHEAD").as_deref() == Ok("off") {
         config.claim_ahead = false;
+    }
+    if let Some(n) = std::env::var("LQ_BENCH_CHILD_MAX_CLAIM_BATCH")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        config.max_claim_batch = n;
     }
     config
 }
