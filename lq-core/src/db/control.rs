@@ -255,11 +255,12 @@ pub async fn job_count(
 
 /// How many jobs match `filter` in each of `states`, counting at most `cap + 1`
 /// in each: one statement, a subquery per state that stops reading at the cap,
-/// in `lq.job_state`'s order (which [`JobState::ALL`] follows). `filter`'s own states are replaced by each of
-/// `states`. Each subquery reads the one table that holds its state, with the
-/// state written as a plain literal of that table's column type, so the
-/// partial index over it serves the count (queued, running, dead, cancelled);
-/// a live state under `finished_within` matches nothing and reads nothing.
+/// in `lq.job_state`'s order (which [`JobState::ALL`] follows). `filter`'s own
+/// states are replaced by each of `states`. Each subquery reads the one table
+/// that holds its state, with the state written as a plain literal of that
+/// table's column type, so the partial index over it serves the count (queued,
+/// running, dead, cancelled); a live state under `finished_within` matches
+/// nothing and reads nothing.
 pub async fn job_count_by_state_capped(
     conn: &mut PgConnection,
     filter: &JobFilter,
