@@ -68,6 +68,12 @@ pub(crate) fn validate(config: &RuntimeConfig, queues: &[(String, usize)]) -> Re
             "must be at least 1 (0 would claim nothing)",
         );
     }
+    if config.claim_slots == Some(0) {
+        return bad(
+            "claim_slots",
+            "must be at least 1, or None for no bound (0 would claim nothing)",
+        );
+    }
     if config.max_complete_batch == 0 {
         return bad("max_complete_batch", "must be at least 1");
     }

@@ -229,19 +229,55 @@ fn claim(
     async move {
         let result = async {
             let c = conn.hot.get("job_claim").await?;
-            db::timed(
+            let Some(slots) = shared.config.claim_slots else {
+                return db::timed(
+                    "job_claim",
+                    shared.config.db_timeout,
+                    db::claim::job_claim(
+                        c,
+                        &queue,
+                        &shared.kinds,
+                        &shared.lease_secs,
+                        limit as i64,
+                        &shared.config.owner,
+                    ),
+                )
+                .await;
+            };
+            let claimed = db::timed(
                 "job_claim",
                 shared.config.db_timeout,
-                db::claim::job_claim(
-                    c,
+                db::claim::job_claim_gated(
+                    &mut *c,
                     &queue,
                     &shared.kinds,
                     &shared.lease_secs,
                     limit as i64,
                     &shared.config.owner,
+                    slots,
                 ),
             )
-            .await
+            .await?;
+            match claimed {
+                db::claim::GatedClaim::Claimed(jobs) => Ok(jobs),
+                db::claim::GatedClaim::Throttled => {
+                    Stats::add(&shared.stats.throttled_claims, 1);
+                    db::timed(
+                        "job_claim",
+                        shared.config.db_timeout,
+                        db::claim::job_claim_in_turn(
+                            c,
+                            &queue,
+                            &shared.kinds,
+                            &shared.lease_secs,
+                            limit as i64,
+                            &shared.config.owner,
+                            fastrand::u32(..slots),
+                        ),
+                    )
+                    .await
+                }
+            }
         }
         .instrument(span.clone())
         .await;

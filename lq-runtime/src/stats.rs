@@ -10,6 +10,7 @@ pub struct Stats {
     pub(crate) claimed: AtomicU64,
     pub(crate) claimed_ahead: AtomicU64,
     pub(crate) overlapping_claims: AtomicU64,
+    pub(crate) throttled_claims: AtomicU64,
     pub(crate) succeeded: AtomicU64,
     pub(crate) retried: AtomicU64,
     pub(crate) dead: AtomicU64,
@@ -39,6 +40,9 @@ pub struct StatsSnapshot {
     /// Claims sent while another claim of the same queue was in flight (see
     /// `RuntimeConfig::claim_ahead`).
     pub overlapping_claims: u64,
+    /// Claims that found all the queue's claim slots taken and waited for one
+    /// (see `RuntimeConfig::claim_slots`).
+    pub throttled_claims: u64,
     /// Jobs that ended succeeded.
     pub succeeded: u64,
     /// Failed attempts queued for retry.
@@ -80,6 +84,7 @@ impl Stats {
             claimed: self.claimed.load(Relaxed),
             claimed_ahead: self.claimed_ahead.load(Relaxed),
             overlapping_claims: self.overlapping_claims.load(Relaxed),
+            throttled_claims: self.throttled_claims.load(Relaxed),
             succeeded: self.succeeded.load(Relaxed),
             retried: self.retried.load(Relaxed),
             dead: self.dead.load(Relaxed),

@@ -818,6 +818,13 @@ async fn settings_that_cannot_work_are_refused_at_start() {
             },
         ),
         (
+            "claim_slots",
+            RuntimeConfig {
+                claim_slots: Some(0),
+                ..RuntimeConfig::default()
+            },
+        ),
+        (
             "db_timeout",
             RuntimeConfig {
                 db_timeout: Duration::ZERO,

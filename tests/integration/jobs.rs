@@ -35,7 +35,7 @@ pub fn quick() -> RuntimeConfig {
 /// True once a runtime's claim statement waits for a lock (a test holding one).
 pub const CLAIM_WAITS_FOR_LOCK: &str = "select exists (select from pg_stat_activity
     where datname = current_database() and wait_event_type = 'Lock'
-      and query like 'with picked%')";
+      and (query like 'with picked%' or query like 'with gate%'))";
 
 /// A started runtime on `db` serving `queue` with `slots`, sharing `ledger`.
 pub async fn start_runtime(

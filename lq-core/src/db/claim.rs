@@ -49,6 +49,43 @@ pub struct ClaimedJob {
     pub meta: Option<String>,
 }
 
+/// The locking select and the update shared by [`job_claim`] and
+/// [`job_claim_gated`] (SQL text, `$gate` a condition on the gate, or `true`).
+macro_rules! claim_statement {
+    ($gate:literal) => {
+        concat!(
+            "picked as materialized (
+             select id from lq.jobs
+             where ",
+            claimable_in!("$1"),
+            " and ",
+            $gate,
+            "
+             order by priority desc, run_at, id
+             limit $3
+             for update skip locked
+         ),
+         claimed as (
+             update lq.jobs j
+             set state = 'running', attempts = j.attempts + 1, started_at = now(),
+                 lease_token = lease.token, lease_owner = $4,
+                 lease_expires_at = now() + make_interval(secs => ($5::float8[])[array_position($2::text[], j.kind)])
+             from rows from (unnest(array(select id from picked)), unnest($6::uuid[])) as lease(id, token)
+             where j.id = lease.id
+             returning j.id, j.kind, j.payload::text as payload, j.attempts, j.max_attempts, j.lease_token,
+                       j.run_at, j.created_at, j.started_at, j.meta::text as meta
+         )
+         select * from claimed"
+        )
+    };
+}
+
+/// First key of the advisory locks that bound the claims in flight on a queue
+/// (`lqc` and a slot number; the second key is `hashtext(queue)`). Operators see
+/// them in `pg_locks` as advisory locks with `classid` from this to this plus the
+/// slots, held for one claim statement each.
+pub const CLAIM_SLOT_LOCK_KEY: i32 = 0x6c71_6300;
+
 /// Claims up to `limit` ready jobs of `kinds` from `queue`, best first; none
 /// while the queue is paused (`lq.queues`, one index probe per claim).
 ///
@@ -63,6 +100,8 @@ pub struct ClaimedJob {
 /// index in order, then the primary key. That saves a fresh plan per claim, which
 /// cost as much as a third of a 100-row claim; left to choose, PostgreSQL keeps
 /// planning anew, because a generic `limit $3` is costed as a tenth of the table.
+/// The runtime claims through [`job_claim_gated`]; this one has no bound on the
+/// claims in flight.
 pub async fn job_claim(
     conn: &mut PgConnection,
     queue: &str,
@@ -71,36 +110,112 @@ pub async fn job_claim(
     limit: i64,
     owner: &str,
 ) -> Result<Vec<ClaimedJob>, Error> {
-    sqlx::query_as(
-        concat!(
-            "with picked as materialized (
-             select id from lq.jobs
-             where ",
-            claimable_in!("$1"),
-            "
-             order by priority desc, run_at, id
-             limit $3
-             for update skip locked
-         )
-         update lq.jobs j
-         set state = 'running', attempts = j.attempts + 1, started_at = now(),
-             lease_token = lease.token, lease_owner = $4,
-             lease_expires_at = now() + make_interval(secs => ($5::float8[])[array_position($2::text[], j.kind)])
-         from rows from (unnest(array(select id from picked)), unnest($6::uuid[])) as lease(id, token)
-         where j.id = lease.id
-         returning j.id, j.kind, j.payload::text as payload, j.attempts, j.max_attempts, j.lease_token,
-                   j.run_at, j.created_at, j.started_at, j.meta::text as meta"
-        ),
-    )
+    sqlx::query_as(concat!("with ", claim_statement!("true")))
+        .bind(queue)
+        .bind(kinds)
+        .bind(limit)
+        .bind(owner)
+        .bind(lease_secs)
+        .bind(mint_lease_tokens(usize::try_from(limit).unwrap_or(0))?)
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(err("job_claim"))
+}
+
+/// What a gated claim found: the jobs it claimed, or that every claim slot of the
+/// queue was taken by other claims, so it claimed nothing and should wait for
+/// one ([`wait_for_claim_slot`]) and try again.
+#[derive(Debug)]
+pub enum GatedClaim {
+    /// The claim ran: these jobs (fewer than asked when the queue ran dry).
+    Claimed(Vec<ClaimedJob>),
+    /// All `slots` claims allowed on the queue were in flight; nothing was claimed.
+    Throttled,
+}
+
+/// [`job_claim`], but only while fewer than `slots` claims on `queue` are in
+/// flight across every session of the database: the statement first takes one of
+/// the queue's `slots` advisory locks with a try (held until it commits), and
+/// when all are taken claims nothing and says so.
+///
+/// Why: a claim scans the pickup index under the snapshot its statement began
+/// with. A row another claim took and committed since still looks queued to it;
+/// `for update` follows the row to its newest version and locks it before the
+/// recheck rejects it, and that lock is held until the claim commits. With many
+/// claims in flight on one queue (16 runtime processes, two claims each), such
+/// locks stall the completions of jobs other processes claimed and chain claims
+/// behind each other: claims took 300-400 ms and 16 processes drained a third
+/// as fast as one (`bench/FINDINGS.md`, stops 45 and 46). A claim that waits its
+/// turn starts with a snapshot that holds the previous claims' commits.
+pub async fn job_claim_gated(
+    conn: &mut PgConnection,
+    queue: &str,
+    kinds: &[String],
+    lease_secs: &[f64],
+    limit: i64,
+    owner: &str,
+    slots: u32,
+) -> Result<GatedClaim, Error> {
+    let rows: Vec<ClaimedJob> = sqlx::query_as(concat!(
+        "with gate as materialized (
+             select exists (
+                 select from generate_series(0, $8 - 1) as slot
+                 where pg_try_advisory_xact_lock($7 + slot, hashtext($1))
+             ) as open
+         ), ",
+        claim_statement!("(select open from gate)"),
+        "
+         union all
+         select 0, '', '', 0, 0, '00000000-0000-0000-0000-000000000000'::uuid,
+                now(), now(), now(), null
+         from gate where not open"
+    ))
     .bind(queue)
     .bind(kinds)
     .bind(limit)
     .bind(owner)
     .bind(lease_secs)
     .bind(mint_lease_tokens(usize::try_from(limit).unwrap_or(0))?)
+    .bind(CLAIM_SLOT_LOCK_KEY)
+    .bind(i32::try_from(slots).unwrap_or(i32::MAX))
     .fetch_all(&mut *conn)
     .await
-    .map_err(err("job_claim"))
+    .map_err(err("job_claim"))?;
+    // Job ids start at 1: id 0 is the statement saying the gate was shut.
+    if rows.first().is_some_and(|r| r.id == 0) {
+        return Ok(GatedClaim::Throttled);
+    }
+    Ok(GatedClaim::Claimed(rows))
+}
+
+/// [`job_claim`] in turn: waits for claim slot `slot` of `queue` (the advisory
+/// lock [`job_claim_gated`] tries), then claims, in one transaction that holds the
+/// slot until it commits. For a claim [`GatedClaim::Throttled`]: the server queues
+/// the waiters in order, and each claim's statement begins after the one before
+/// it committed, so it never meets the rows that one took. Four round trips, paid
+/// only when the queue's claims contend.
+pub async fn job_claim_in_turn(
+    conn: &mut PgConnection,
+    queue: &str,
+    kinds: &[String],
+    lease_secs: &[f64],
+    limit: i64,
+    owner: &str,
+    slot: u32,
+) -> Result<Vec<ClaimedJob>, Error> {
+    let mut tx = sqlx::Connection::begin(&mut *conn)
+        .await
+        .map_err(err("job_claim"))?;
+    sqlx::query("select pg_advisory_xact_lock($1 + $2, hashtext($3))")
+        .bind(CLAIM_SLOT_LOCK_KEY)
+        .bind(i32::try_from(slot).unwrap_or(0))
+        .bind(queue)
+        .execute(&mut *tx)
+        .await
+        .map_err(err("job_claim"))?;
+    let jobs = job_claim(&mut tx, queue, kinds, lease_secs, limit, owner).await?;
+    tx.commit().await.map_err(err("job_claim"))?;
+    Ok(jobs)
 }
 
 /// `n` fresh random lease tokens (UUID v4) from one read of the OS's random

@@ -164,7 +164,8 @@ impl Child {
 
 /// The shipped defaults, unless changed for a diagnosis:
 /// `LQ_BENCH_CHILD_CLAIM_AHEAD=off` (no jobs claimed ahead, and so no second
-/// claim in flight), `LQ_BENCH_CHILD_MAX_CLAIM_BATCH=N`.
+/// claim in flight), `LQ_BENCH_CHILD_MAX_CLAIM_BATCH=N`,
+/// `LQ_BENCH_CHILD_CLAIM_SLOTS=N|off` (`claim_slots`; `off` for no bound).
 fn child_config() -> RuntimeConfig {
     let mut config = RuntimeConfig::default();
     if std::env::var("LQ_BENCH_CHILD_CLAIM_AHEAD").as_deref() == Ok("off") {
@@ -175,6 +176,11 @@ fn child_config() -> RuntimeConfig {
         .and_then(|v| v.parse().ok())
     {
         config.max_claim_batch = n;
+    }
+    match std::env::var("LQ_BENCH_CHILD_CLAIM_SLOTS").as_deref() {
+        Ok("off") => config.claim_slots = None,
+        Ok(n) => config.claim_slots = n.parse().ok().or(config.claim_slots),
+        Err(_) => {}
     }
     config
 }
