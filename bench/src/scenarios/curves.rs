@@ -489,7 +489,8 @@ async fn runtimes(ctx: &mut Ctx) -> Result<()> {
     Ok(())
 }
 
-/// How the drain split over the processes: jobs and claim p99 (min–max).
+/// How the drain split over the processes: jobs and claim p99 (min–max), and
+/// their claims that overlapped another or waited for a claim slot (in all).
 fn per_process(reports: &[ChildReport]) -> String {
     let mut jobs: Vec<f64> = reports.iter().map(|c| c.succeeded as f64).collect();
     let mut p99: Vec<f64> = reports
@@ -501,13 +502,16 @@ fn per_process(reports: &[ChildReport]) -> String {
     let slowest_start = reports.iter().map(|c| c.start_ms).fold(0.0, f64::max);
     format!(
         "jobs succeeded {}–{} (median {}), claim p99 {:.2}–{:.2} ms, CPU {:.2} s in all, \
-         runtime start within {slowest_start:.0} ms of `go`",
+         runtime start within {slowest_start:.0} ms of `go`; claims overlapping another {}, \
+         waiting for a claim slot {}",
         jobs[0],
         jobs[jobs.len() - 1],
         percentile(&jobs, 50.0),
         p99[0],
         p99[p99.len() - 1],
-        reports.iter().map(|c| c.cpu_secs).sum::<f64>()
+        reports.iter().map(|c| c.cpu_secs).sum::<f64>(),
+        reports.iter().map(|c| c.overlapping_claims).sum::<u64>(),
+        reports.iter().map(|c| c.throttled_claims).sum::<u64>()
     )
 }
 

@@ -32,6 +32,12 @@ const ANSWER_WITHIN: Duration = Duration::from_secs(60);
 pub struct ChildReport {
     pub claimed: u64,
     pub succeeded: u64,
+    /// Claims sent while another of the queue's was in flight.
+    #[serde(default)]
+    pub overlapping_claims: u64,
+    /// Claims that found the queue's claim slots taken and waited their turn.
+    #[serde(default)]
+    pub throttled_claims: u64,
     /// CPU seconds of this process from `go` to `stop`.
     pub cpu_secs: f64,
     /// Milliseconds from `go` to the runtime started (inside the measured drain).
@@ -78,6 +84,8 @@ pub async fn main(admin_url: &str, args: &[String]) -> Result<()> {
     let report = ChildReport {
         claimed: stats.claimed,
         succeeded: stats.succeeded,
+        overlapping_claims: stats.overlapping_claims,
+        throttled_claims: stats.throttled_claims,
         cpu_secs,
         start_ms,
         claims: samples,
