@@ -35,7 +35,10 @@ pub struct RuntimeConfig {
     /// all are taken it waits for one and claims then. Claims racing each other
     /// lock rows other claims just took and stall those jobs' completions: without
     /// the bound, 16 runtime processes on one queue drained a third as fast as
-    /// one. Two let one runtime keep a claim in flight beside another.
+    /// one. Two let one runtime keep a claim in flight beside another; at most 64.
+    /// A runtime serving more queues than it has claim connections (16) claims
+    /// without the bound, since waiting would hold a connection its other queues
+    /// share.
     pub claim_slots: Option<u32>,
     /// Most completions acknowledged by one statement (default 1000).
     pub max_complete_batch: usize,

@@ -29,6 +29,12 @@ impl HotConn {
         }
     }
 
+    /// Whether this task keeps its connection between calls (it has one of its
+    /// own rather than sharing the pool's with other tasks).
+    pub fn keeps(&self) -> bool {
+        self.keep
+    }
+
     /// Ends a successful call: the connection is kept, or handed back to a pool
     /// that more tasks share than it has connections.
     pub fn done(&mut self) {

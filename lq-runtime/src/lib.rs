@@ -124,6 +124,7 @@ mod batch_size;
 mod builder;
 mod cancel_hints;
 mod claim_ahead;
+mod claim_turns;
 mod cluster;
 mod completer;
 mod config;

@@ -68,11 +68,13 @@ pub(crate) fn validate(config: &RuntimeConfig, queues: &[(String, usize)]) -> Re
             "must be at least 1 (0 would claim nothing)",
         );
     }
-    if config.claim_slots == Some(0) {
-        return bad(
-            "claim_slots",
-            "must be at least 1, or None for no bound (0 would claim nothing)",
-        );
+    if let Some(slots) = config.claim_slots {
+        if slots == 0 || slots > lq_core::db::claim::MOST_CLAIM_SLOTS {
+            return bad(
+                "claim_slots",
+                "must be 1-64, or None for no bound (0 would claim nothing)",
+            );
+        }
     }
     if config.max_complete_batch == 0 {
         return bad("max_complete_batch", "must be at least 1");

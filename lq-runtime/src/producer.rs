@@ -5,13 +5,13 @@
 use std::{sync::Arc, time::Instant};
 
 use futures_util::{stream::FuturesUnordered, StreamExt};
-use lq_core::{db, db::claim::ClaimedJob, Error};
+use lq_core::{db::claim::ClaimedJob, Error};
 use tokio::sync::Semaphore;
 use tracing::{debug, warn, Instrument};
 
 use crate::{
     claim_ahead::ClaimAhead,
-    executor,
+    claim_turns, executor,
     hot_conn::HotConn,
     shared::retry_delay,
     shared::Shared,
@@ -53,7 +53,9 @@ struct Conn {
 /// always run to their end, also at shutdown, so none leaves jobs leased by nobody;
 /// and one held up on the server (a lock, a stall) is cancelled there before the
 /// client's `db_timeout` gives up on it (`db::statement_timeout_within`), so it never
-/// commits behind an abandoned connection.
+/// commits behind an abandoned connection. With `claim_slots` set, a claim that
+/// finds the queue's slots taken by claims elsewhere waits its turn on the server
+/// and claims then (`db::claim::job_claim_in_turn`); at shutdown it claims nothing.
 pub(crate) async fn run(shared: Arc<Shared>, queue: String, slots: Slots, wake: Arc<QueueWake>) {
     let mut main = Some(Conn {
         hot: HotConn::new(shared.hot_pool.clone(), shared.keep_claim_conns),
@@ -227,60 +229,9 @@ fn claim(
     let finished_at_send = slots.finished();
     let began = Instant::now();
     async move {
-        let result = async {
-            let c = conn.hot.get("job_claim").await?;
-            let Some(slots) = shared.config.claim_slots else {
-                return db::timed(
-                    "job_claim",
-                    shared.config.db_timeout,
-                    db::claim::job_claim(
-                        c,
-                        &queue,
-                        &shared.kinds,
-                        &shared.lease_secs,
-                        limit as i64,
-                        &shared.config.owner,
-                    ),
-                )
-                .await;
-            };
-            let claimed = db::timed(
-                "job_claim",
-                shared.config.db_timeout,
-                db::claim::job_claim_gated(
-                    &mut *c,
-                    &queue,
-                    &shared.kinds,
-                    &shared.lease_secs,
-                    limit as i64,
-                    &shared.config.owner,
-                    slots,
-                ),
-            )
-            .await?;
-            match claimed {
-                db::claim::GatedClaim::Claimed(jobs) => Ok(jobs),
-                db::claim::GatedClaim::Throttled => {
-                    Stats::add(&shared.stats.throttled_claims, 1);
-                    db::timed(
-                        "job_claim",
-                        shared.config.db_timeout,
-                        db::claim::job_claim_in_turn(
-                            c,
-                            &queue,
-                            &shared.kinds,
-                            &shared.lease_secs,
-                            limit as i64,
-                            &shared.config.owner,
-                            fastrand::u32(..slots),
-                        ),
-                    )
-                    .await
-                }
-            }
-        }
-        .instrument(span.clone())
-        .await;
+        let result = claim_turns::claim(&shared, &mut conn.hot, &queue, limit)
+            .instrument(span.clone())
+            .await;
         Returned {
             conn,
             reserved,

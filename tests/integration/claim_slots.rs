@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use lq_core::db::{
     self,
-    claim::{GatedClaim, CLAIM_SLOT_LOCK_KEY},
+    claim::{ClaimSpec, GatedClaim, CLAIM_SLOT_LOCK_KEY},
 };
 use lq_runtime::{EnqueueOptions, Job, RuntimeConfig};
 use lq_tests::TestDb;
@@ -19,8 +19,20 @@ fn waits_for_a_claim_slot() -> String {
     format!(
         "select exists (select from pg_locks
              where locktype = 'advisory' and not granted
-               and classid::bigint between {CLAIM_SLOT_LOCK_KEY} and {CLAIM_SLOT_LOCK_KEY} + 15)"
+               and database = (select oid from pg_database where datname = current_database())
+               and classid::bigint between {CLAIM_SLOT_LOCK_KEY} and {CLAIM_SLOT_LOCK_KEY} + 63)"
     )
+}
+
+/// A claim of up to `limit` jobs of `kinds` from `queue` for `owner`, 30 s leases.
+fn spec<'a>(queue: &'a str, kinds: &'a [String], limit: i64, owner: &'a str) -> ClaimSpec<'a> {
+    ClaimSpec {
+        queue,
+        kinds,
+        lease_secs: &[30.0],
+        limit,
+        owner,
+    }
 }
 
 /// Takes claim slots `0..slots` of `queue` in a transaction of its own, as claims
@@ -54,7 +66,7 @@ async fn a_claim_beyond_the_queues_slots_claims_nothing_then_claims_in_turn() {
     let holder = hold_slots(&db, "default", 2).await;
 
     let mut conn = db.pool.acquire().await.unwrap();
-    let gated = db::claim::job_claim_gated(&mut conn, "default", &kinds, &[30.0], 10, "a", 2)
+    let gated = db::claim::job_claim_gated(&mut conn, spec("default", &kinds, 10, "a"), 2)
         .await
         .unwrap();
     assert!(matches!(gated, GatedClaim::Throttled), "{gated:?}");
@@ -64,7 +76,7 @@ async fn a_claim_beyond_the_queues_slots_claims_nothing_then_claims_in_turn() {
         "a throttled claim takes nothing"
     );
     // The slots are the queue's own: another queue claims (and finds it empty).
-    let other = db::claim::job_claim_gated(&mut conn, "other", &kinds, &[30.0], 10, "a", 2)
+    let other = db::claim::job_claim_gated(&mut conn, spec("other", &kinds, 10, "a"), 2)
         .await
         .unwrap();
     assert!(
@@ -72,7 +84,7 @@ async fn a_claim_beyond_the_queues_slots_claims_nothing_then_claims_in_turn() {
         "{other:?}"
     );
     // A third slot is free: a claim allowed three goes through.
-    let three = db::claim::job_claim_gated(&mut conn, "default", &kinds, &[30.0], 1, "a", 3)
+    let three = db::claim::job_claim_gated(&mut conn, spec("default", &kinds, 1, "a"), 3)
         .await
         .unwrap();
     let GatedClaim::Claimed(first) = three else {
@@ -84,7 +96,7 @@ async fn a_claim_beyond_the_queues_slots_claims_nothing_then_claims_in_turn() {
     let pool = db.pool.clone();
     let in_turn = tokio::spawn(async move {
         let mut conn = pool.acquire().await.unwrap();
-        db::claim::job_claim_in_turn(&mut conn, "default", &kinds, &[30.0], 10, "b", 1).await
+        db::claim::job_claim_in_turn(&mut conn, spec("default", &kinds, 10, "b"), 1, LIMIT).await
     });
     db.wait_for(
         "the claim to wait for its slot",
@@ -98,7 +110,11 @@ async fn a_claim_beyond_the_queues_slots_claims_nothing_then_claims_in_turn() {
         "nothing is claimed while it waits"
     );
     holder.commit().await.unwrap();
-    let rest = in_turn.await.unwrap().unwrap();
+    let rest = in_turn
+        .await
+        .unwrap()
+        .unwrap()
+        .expect("claimed once its turn came");
     let mut claimed: Vec<i64> = first.iter().chain(&rest).map(|j| j.id).collect();
     claimed.sort_unstable();
     assert_eq!(claimed, ids);
@@ -111,10 +127,7 @@ async fn a_runtime_whose_queue_slots_are_taken_waits_then_runs_every_job() {
     let db = TestDb::new().await;
     let ledger = Ledger::default();
     let holder = hold_slots(&db, "default", 1).await;
-    let ids = Noop::enqueue_many(&db.pool, (0..20).map(|n| Noop { n }), EnqueueOptions::new())
-        .await
-        .unwrap()
-        .ids;
+    let ids = enqueue_twenty(&db).await;
     let config = RuntimeConfig {
         claim_slots: Some(1),
         ..quick()
@@ -148,16 +161,141 @@ async fn without_a_bound_a_runtime_claims_past_held_slots() {
     let db = TestDb::new().await;
     let ledger = Ledger::default();
     let _holder = hold_slots(&db, "default", 2).await;
-    Noop::enqueue_many(&db.pool, (0..20).map(|n| Noop { n }), EnqueueOptions::new())
-        .await
-        .unwrap();
+    enqueue_twenty(&db).await;
     let config = RuntimeConfig {
         claim_slots: None,
         ..quick()
     };
     let rt = start_runtime(&db, "default", 4, config, &ledger).await;
+    runs_all_twenty_unthrottled(&db, rt).await;
+}
+
+/// Twenty no-op jobs on the default queue.
+async fn enqueue_twenty(db: &TestDb) -> Vec<i64> {
+    Noop::enqueue_many(&db.pool, (0..20).map(|n| Noop { n }), EnqueueOptions::new())
+        .await
+        .unwrap()
+        .ids
+}
+
+/// `rt` runs the twenty jobs of [`enqueue_twenty`] without waiting for a slot.
+async fn runs_all_twenty_unthrottled(db: &TestDb, rt: lq_runtime::Runtime) {
     db.wait_idle(LIMIT).await;
     assert_eq!(rt.stats().throttled_claims, 0);
     rt.shutdown().await.unwrap();
     assert_eq!(db.count("succeeded").await, 20);
+}
+
+#[tokio::test]
+async fn a_gated_claim_takes_one_free_slot_and_only_while_it_runs() {
+    let db = TestDb::new().await;
+    Noop { n: 1 }.enqueue(&db.pool).await.unwrap();
+    let kinds = vec!["test.noop".to_owned()];
+    let mut tx = db.pool.begin().await.unwrap();
+    let gated = db::claim::job_claim_gated(&mut tx, spec("default", &kinds, 10, "a"), 4)
+        .await
+        .unwrap();
+    assert!(
+        matches!(gated, GatedClaim::Claimed(ref jobs) if jobs.len() == 1),
+        "{gated:?}"
+    );
+    let held: i64 = sqlx::query_scalar(
+        "select count(*) from pg_locks where pid = pg_backend_pid() and locktype = 'advisory'",
+    )
+    .fetch_one(&mut *tx)
+    .await
+    .unwrap();
+    assert_eq!(held, 1, "one slot of the four");
+    tx.commit().await.unwrap();
+    let after: i64 = sqlx::query_scalar(
+        "select count(*) from pg_locks where locktype = 'advisory'
+           and database = (select oid from pg_database where datname = current_database())",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(after, 0, "the slot goes with the commit");
+}
+
+#[tokio::test]
+async fn a_job_numbered_zero_is_claimed_like_any_other() {
+    // The gate's "all slots taken" row is told apart by its nil lease token, not
+    // its id: an operator may insert a job with any id.
+    let db = TestDb::new().await;
+    sqlx::query(
+        "insert into lq.jobs (id, kind, queue, payload, max_attempts)
+         overriding system value values (0, 'test.noop', 'default', '{\"n\": 0}', 3)",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    let mut conn = db.pool.acquire().await.unwrap();
+    let kinds = vec!["test.noop".to_owned()];
+    let gated = db::claim::job_claim_gated(&mut conn, spec("default", &kinds, 10, "a"), 2)
+        .await
+        .unwrap();
+    let GatedClaim::Claimed(jobs) = gated else {
+        panic!("{gated:?}")
+    };
+    assert_eq!(jobs.iter().map(|j| j.id).collect::<Vec<_>>(), [0]);
+    assert_eq!(db.count("running").await, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_that_does_not_come_within_its_bound_claims_nothing_and_keeps_the_connection() {
+    let db = TestDb::new().await;
+    Noop { n: 1 }.enqueue(&db.pool).await.unwrap();
+    let kinds = vec!["test.noop".to_owned()];
+    let holder = hold_slots(&db, "default", 1).await;
+    let mut conn = db.pool.acquire().await.unwrap();
+    let settings = "select current_setting('lock_timeout')";
+    let lock_timeout_before: String = sqlx::query_scalar(settings)
+        .fetch_one(&mut *conn)
+        .await
+        .unwrap();
+    let waited = db::claim::job_claim_in_turn(
+        &mut conn,
+        spec("default", &kinds, 10, "a"),
+        0,
+        Duration::from_millis(500),
+    )
+    .await
+    .unwrap();
+    assert!(waited.is_none(), "{waited:?}");
+    assert_eq!(db.count("queued").await, 1);
+    // The transaction's settings are gone with it.
+    let lock_timeout: String = sqlx::query_scalar(settings)
+        .fetch_one(&mut *conn)
+        .await
+        .unwrap();
+    assert_eq!(lock_timeout, lock_timeout_before);
+    holder.commit().await.unwrap();
+    let claimed =
+        db::claim::job_claim_in_turn(&mut conn, spec("default", &kinds, 10, "a"), 0, LIMIT)
+            .await
+            .unwrap()
+            .expect("the slot is free");
+    assert_eq!(claimed.len(), 1);
+    // Committed, seen from another session: the first try left no transaction
+    // open on the connection (the second would have nested in it).
+    assert_eq!(db.count("running").await, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runtime_with_more_queues_than_claim_connections_claims_without_the_bound() {
+    // Its claimers share 16 connections: one waiting its turn would hold a
+    // connection the other queues' claims need, so none waits.
+    let db = TestDb::new().await;
+    let ledger = Ledger::default();
+    let _holder = hold_slots(&db, "default", 2).await;
+    enqueue_twenty(&db).await;
+    let mut builder = lq_runtime::Runtime::builder(db.pool.clone())
+        .config(quick())
+        .queue("default", 4)
+        .state(ledger.clone());
+    for q in 0..16 {
+        builder = builder.queue(format!("other_{q}"), 1);
+    }
+    let rt = builder.start().await.unwrap();
+    runs_all_twenty_unthrottled(&db, rt).await;
 }

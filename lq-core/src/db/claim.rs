@@ -86,6 +86,9 @@ macro_rules! claim_statement {
 /// slots, held for one claim statement each.
 pub const CLAIM_SLOT_LOCK_KEY: i32 = 0x6c71_6300;
 
+/// Most claim slots a queue may have: the gate tries them one after another.
+pub const MOST_CLAIM_SLOTS: u32 = 64;
+
 /// Claims up to `limit` ready jobs of `kinds` from `queue`, best first; none
 /// while the queue is paused (`lq.queues`, one index probe per claim).
 ///
@@ -122,6 +125,37 @@ pub async fn job_claim(
         .map_err(err("job_claim"))
 }
 
+/// What a claim asks for: up to `limit` ready jobs of `kinds` from `queue`, leased
+/// to `owner` for `lease_secs[i]` seconds for `kinds[i]` (see [`job_claim`]).
+#[derive(Debug, Clone, Copy)]
+pub struct ClaimSpec<'a> {
+    /// The queue to claim from.
+    pub queue: &'a str,
+    /// The kinds the claimer runs.
+    pub kinds: &'a [String],
+    /// The lease of each kind, in seconds.
+    pub lease_secs: &'a [f64],
+    /// Most jobs to claim.
+    pub limit: i64,
+    /// The lease owner written into the rows.
+    pub owner: &'a str,
+}
+
+impl ClaimSpec<'_> {
+    /// [`job_claim`] of this spec, ungated.
+    async fn claim(&self, conn: &mut PgConnection) -> Result<Vec<ClaimedJob>, Error> {
+        job_claim(
+            conn,
+            self.queue,
+            self.kinds,
+            self.lease_secs,
+            self.limit,
+            self.owner,
+        )
+        .await
+    }
+}
+
 /// What a gated claim found: the jobs it claimed, or that every claim slot of the
 /// queue was taken by other claims, so it claimed nothing and should wait for
 /// one ([`wait_for_claim_slot`]) and try again.
@@ -136,7 +170,8 @@ pub enum GatedClaim {
 /// [`job_claim`], but only while fewer than `slots` claims on `queue` are in
 /// flight across every session of the database: the statement first takes one of
 /// the queue's `slots` advisory locks with a try (held until it commits), and
-/// when all are taken claims nothing and says so.
+/// when all are taken claims nothing and says so. `slots` is at most
+/// [`MOST_CLAIM_SLOTS`].
 ///
 /// Why: a claim scans the pickup index under the snapshot its statement began
 /// with. A row another claim took and committed since still looks queued to it;
@@ -149,11 +184,7 @@ pub enum GatedClaim {
 /// turn starts with a snapshot that holds the previous claims' commits.
 pub async fn job_claim_gated(
     conn: &mut PgConnection,
-    queue: &str,
-    kinds: &[String],
-    lease_secs: &[f64],
-    limit: i64,
-    owner: &str,
+    spec: ClaimSpec<'_>,
     slots: u32,
 ) -> Result<GatedClaim, Error> {
     let rows: Vec<ClaimedJob> = sqlx::query_as(concat!(
@@ -170,19 +201,20 @@ pub async fn job_claim_gated(
                 now(), now(), now(), null
          from gate where not open"
     ))
-    .bind(queue)
-    .bind(kinds)
-    .bind(limit)
-    .bind(owner)
-    .bind(lease_secs)
-    .bind(mint_lease_tokens(usize::try_from(limit).unwrap_or(0))?)
+    .bind(spec.queue)
+    .bind(spec.kinds)
+    .bind(spec.limit)
+    .bind(spec.owner)
+    .bind(spec.lease_secs)
+    .bind(mint_lease_tokens(usize::try_from(spec.limit).unwrap_or(0))?)
     .bind(CLAIM_SLOT_LOCK_KEY)
-    .bind(i32::try_from(slots).unwrap_or(i32::MAX))
+    .bind(i32::try_from(slots.min(MOST_CLAIM_SLOTS)).expect("at most 64"))
     .fetch_all(&mut *conn)
     .await
     .map_err(err("job_claim"))?;
-    // Job ids start at 1: id 0 is the statement saying the gate was shut.
-    if rows.first().is_some_and(|r| r.id == 0) {
+    // The statement says the gate was shut with a row whose lease token is nil,
+    // which no claimed job has (each gets a fresh random v4 token).
+    if rows.first().is_some_and(|r| r.lease_token.is_nil()) {
         return Ok(GatedClaim::Throttled);
     }
     Ok(GatedClaim::Claimed(rows))
@@ -191,31 +223,51 @@ pub async fn job_claim_gated(
 /// [`job_claim`] in turn: waits for claim slot `slot` of `queue` (the advisory
 /// lock [`job_claim_gated`] tries), then claims, in one transaction that holds the
 /// slot until it commits. For a claim [`GatedClaim::Throttled`]: the server queues
-/// the waiters in order, and each claim's statement begins after the one before
-/// it committed, so it never meets the rows that one took. Four round trips, paid
-/// only when the queue's claims contend.
+/// the waiters in order, and each claim's statement begins after the claim it
+/// waited for committed, so it does not meet the rows that one took. Four round
+/// trips, paid only when the queue's claims contend.
+///
+/// `bound` is the caller's bound on the whole call: the wait for the slot and the
+/// claim each get at most two fifths of it on the server (`lock_timeout`,
+/// `statement_timeout`), so the transaction commits or fails before the caller
+/// gives up, and a session left idle inside it (a client gone without a word) is
+/// ended after the same time, freeing the slot. `Ok(None)` when the slot stayed
+/// taken that long: nothing was claimed, the transaction rolled back, and the
+/// connection is fit for another try.
 pub async fn job_claim_in_turn(
     conn: &mut PgConnection,
-    queue: &str,
-    kinds: &[String],
-    lease_secs: &[f64],
-    limit: i64,
-    owner: &str,
+    spec: ClaimSpec<'_>,
     slot: u32,
-) -> Result<Vec<ClaimedJob>, Error> {
+    bound: std::time::Duration,
+) -> Result<Option<Vec<ClaimedJob>>, Error> {
+    let ms = (bound.as_millis() * 2 / 5).max(1).to_string();
     let mut tx = sqlx::Connection::begin(&mut *conn)
         .await
         .map_err(err("job_claim"))?;
-    sqlx::query("select pg_advisory_xact_lock($1 + $2, hashtext($3))")
-        .bind(CLAIM_SLOT_LOCK_KEY)
-        .bind(i32::try_from(slot).unwrap_or(0))
-        .bind(queue)
-        .execute(&mut *tx)
-        .await
-        .map_err(err("job_claim"))?;
-    let jobs = job_claim(&mut tx, queue, kinds, lease_secs, limit, owner).await?;
+    let waited = sqlx::query(
+        "select pg_advisory_xact_lock($1 + $2, hashtext($3))
+         from (select set_config('lock_timeout', $4, true),
+                      set_config('statement_timeout', $4, true),
+                      set_config('idle_in_transaction_session_timeout', $4, true)) as bounds",
+    )
+    .bind(CLAIM_SLOT_LOCK_KEY)
+    .bind(i32::try_from(slot.min(MOST_CLAIM_SLOTS - 1)).expect("under 64"))
+    .bind(spec.queue)
+    .bind(&ms)
+    .execute(&mut *tx)
+    .await
+    .map_err(err("job_claim"));
+    match waited {
+        Ok(_) => {}
+        Err(e) if super::sqlstate(&e).as_deref() == Some(super::LOCK_NOT_AVAILABLE) => {
+            tx.rollback().await.map_err(err("job_claim"))?;
+            return Ok(None);
+        }
+        Err(e) => return Err(e),
+    }
+    let jobs = spec.claim(&mut tx).await?;
     tx.commit().await.map_err(err("job_claim"))?;
-    Ok(jobs)
+    Ok(Some(jobs))
 }
 
 /// `n` fresh random lease tokens (UUID v4) from one read of the OS's random
