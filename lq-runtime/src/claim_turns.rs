@@ -4,7 +4,7 @@
 
 use lq_core::{
     db,
-    db::claim::{ClaimSpec, ClaimedJob, GatedClaim},
+    db::claim::{ClaimSpec, ClaimedJob, GatedClaim, Turn},
     Error,
 };
 
@@ -53,22 +53,14 @@ pub(crate) async fn claim(
         }
         Stats::add(&shared.stats.throttled_claims, 1);
         let slot = fastrand::u32(..slots);
-        let in_turn = db::claim::job_claim_in_turn(c, spec, slot, t);
-        let waited = tokio::select! {
-            r = db::timed("job_claim", t, in_turn) => Some(r),
-            _ = shared.stopping.cancelled() => None,
-        };
-        match waited {
-            Some(r) => {
-                if let Some(jobs) = r? {
-                    return Ok(jobs);
-                }
-                // The slot stayed taken past the wait's bound: nothing was
-                // claimed and the connection is fit for another try.
-            }
-            None => {
-                // Stopping while it waited: the transaction is cut off mid-way,
-                // so its connection goes (the server rolls it back).
+        let in_turn = db::claim::job_claim_in_turn(c, spec, slot, t, shared.stopping.cancelled());
+        match db::timed("job_claim", t, in_turn).await? {
+            Turn::Claimed(jobs) => return Ok(jobs),
+            // The slot stayed taken past the wait's bound: try again.
+            Turn::TimedOut => {}
+            // Stopping while it waited: nothing claimed; the wait was cut off
+            // mid-statement, so its connection goes.
+            Turn::GaveUp => {
                 hot.discard();
                 return Ok(Vec::new());
             }

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use lq_core::db::{
     self,
-    claim::{ClaimSpec, GatedClaim, CLAIM_SLOT_LOCK_KEY},
+    claim::{ClaimSpec, GatedClaim, Turn, CLAIM_SLOT_LOCK_KEY},
 };
 use lq_runtime::{EnqueueOptions, Job, RuntimeConfig};
 use lq_tests::TestDb;
@@ -33,6 +33,11 @@ fn spec<'a>(queue: &'a str, kinds: &'a [String], limit: i64, owner: &'a str) -> 
         limit,
         owner,
     }
+}
+
+/// A `give_up` that never fires.
+fn never() -> std::future::Pending<()> {
+    std::future::pending()
 }
 
 /// Takes claim slots `0..slots` of `queue` in a transaction of its own, as claims
@@ -96,7 +101,14 @@ async fn a_claim_beyond_the_queues_slots_claims_nothing_then_claims_in_turn() {
     let pool = db.pool.clone();
     let in_turn = tokio::spawn(async move {
         let mut conn = pool.acquire().await.unwrap();
-        db::claim::job_claim_in_turn(&mut conn, spec("default", &kinds, 10, "b"), 1, LIMIT).await
+        db::claim::job_claim_in_turn(
+            &mut conn,
+            spec("default", &kinds, 10, "b"),
+            1,
+            LIMIT,
+            never(),
+        )
+        .await
     });
     db.wait_for(
         "the claim to wait for its slot",
@@ -110,11 +122,9 @@ async fn a_claim_beyond_the_queues_slots_claims_nothing_then_claims_in_turn() {
         "nothing is claimed while it waits"
     );
     holder.commit().await.unwrap();
-    let rest = in_turn
-        .await
-        .unwrap()
-        .unwrap()
-        .expect("claimed once its turn came");
+    let Turn::Claimed(rest) = in_turn.await.unwrap().unwrap() else {
+        panic!("claimed once its turn came")
+    };
     let mut claimed: Vec<i64> = first.iter().chain(&rest).map(|j| j.id).collect();
     claimed.sort_unstable();
     assert_eq!(claimed, ids);
@@ -258,10 +268,11 @@ async fn a_turn_that_does_not_come_within_its_bound_claims_nothing_and_keeps_the
         spec("default", &kinds, 10, "a"),
         0,
         Duration::from_millis(500),
+        never(),
     )
     .await
     .unwrap();
-    assert!(waited.is_none(), "{waited:?}");
+    assert!(matches!(waited, Turn::TimedOut), "{waited:?}");
     assert_eq!(db.count("queued").await, 1);
     // The transaction's settings are gone with it.
     let lock_timeout: String = sqlx::query_scalar(settings)
@@ -270,11 +281,18 @@ async fn a_turn_that_does_not_come_within_its_bound_claims_nothing_and_keeps_the
         .unwrap();
     assert_eq!(lock_timeout, lock_timeout_before);
     holder.commit().await.unwrap();
-    let claimed =
-        db::claim::job_claim_in_turn(&mut conn, spec("default", &kinds, 10, "a"), 0, LIMIT)
-            .await
-            .unwrap()
-            .expect("the slot is free");
+    let claimed = db::claim::job_claim_in_turn(
+        &mut conn,
+        spec("default", &kinds, 10, "a"),
+        0,
+        LIMIT,
+        never(),
+    )
+    .await
+    .unwrap();
+    let Turn::Claimed(claimed) = claimed else {
+        panic!("the slot is free: {claimed:?}")
+    };
     assert_eq!(claimed.len(), 1);
     // Committed, seen from another session: the first try left no transaction
     // open on the connection (the second would have nested in it).
@@ -298,4 +316,44 @@ async fn a_runtime_with_more_queues_than_claim_connections_claims_without_the_bo
     }
     let rt = builder.start().await.unwrap();
     runs_all_twenty_unthrottled(&db, rt).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_given_up_while_it_waits_its_turn_claims_nothing() {
+    // A shutdown cuts the wait short; the cut-off connection is closed, and the
+    // server rolls its transaction back.
+    let db = TestDb::new().await;
+    Noop { n: 1 }.enqueue(&db.pool).await.unwrap();
+    let holder = hold_slots(&db, "default", 1).await;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let pool = db.pool.clone();
+    let in_turn = tokio::spawn(async move {
+        let mut conn = pool.acquire().await.unwrap();
+        let kinds = vec!["test.noop".to_owned()];
+        let give_up = async {
+            let _ = stopped.await;
+        };
+        let turn = db::claim::job_claim_in_turn(
+            &mut conn,
+            spec("default", &kinds, 10, "a"),
+            0,
+            LIMIT,
+            give_up,
+        )
+        .await;
+        drop(conn.detach());
+        turn
+    });
+    db.wait_for(
+        "the claim to wait for its slot",
+        &waits_for_a_claim_slot(),
+        LIMIT,
+    )
+    .await;
+    stop.send(()).unwrap();
+    let turn = in_turn.await.unwrap().unwrap();
+    assert!(matches!(turn, Turn::GaveUp), "{turn:?}");
+    holder.commit().await.unwrap();
+    assert_eq!(db.count("queued").await, 1);
+    assert_eq!(db.count("running").await, 0);
 }

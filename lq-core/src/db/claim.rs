@@ -158,7 +158,7 @@ impl ClaimSpec<'_> {
 
 /// What a gated claim found: the jobs it claimed, or that every claim slot of the
 /// queue was taken by other claims, so it claimed nothing and should wait for
-/// one ([`wait_for_claim_slot`]) and try again.
+/// its turn ([`job_claim_in_turn`]).
 #[derive(Debug)]
 pub enum GatedClaim {
     /// The claim ran: these jobs (fewer than asked when the queue ran dry).
@@ -220,6 +220,20 @@ pub async fn job_claim_gated(
     Ok(GatedClaim::Claimed(rows))
 }
 
+/// What a claim in turn ([`job_claim_in_turn`]) came to.
+#[derive(Debug)]
+pub enum Turn {
+    /// Its turn came and it claimed these jobs (committed).
+    Claimed(Vec<ClaimedJob>),
+    /// The slot stayed taken past the wait's bound: nothing claimed, the
+    /// transaction rolled back, the connection fit for another try.
+    TimedOut,
+    /// The caller gave up while it waited: nothing claimed, but the wait was cut
+    /// off mid-statement, so the connection must be closed, not reused (the
+    /// server then rolls the transaction back).
+    GaveUp,
+}
+
 /// [`job_claim`] in turn: waits for claim slot `slot` of `queue` (the advisory
 /// lock [`job_claim_gated`] tries), then claims, in one transaction that holds the
 /// slot until it commits. For a claim [`GatedClaim::Throttled`]: the server queues
@@ -231,20 +245,20 @@ pub async fn job_claim_gated(
 /// claim each get at most two fifths of it on the server (`lock_timeout`,
 /// `statement_timeout`), so the transaction commits or fails before the caller
 /// gives up, and a session left idle inside it (a client gone without a word) is
-/// ended after the same time, freeing the slot. `Ok(None)` when the slot stayed
-/// taken that long: nothing was claimed, the transaction rolled back, and the
-/// connection is fit for another try.
+/// ended after the same time, freeing the slot. `give_up` (a shutdown) cuts the
+/// wait short, never the claim or its commit, so no claim commits unseen.
 pub async fn job_claim_in_turn(
     conn: &mut PgConnection,
     spec: ClaimSpec<'_>,
     slot: u32,
     bound: std::time::Duration,
-) -> Result<Option<Vec<ClaimedJob>>, Error> {
+    give_up: impl std::future::Future<Output = ()>,
+) -> Result<Turn, Error> {
     let ms = (bound.as_millis() * 2 / 5).max(1).to_string();
     let mut tx = sqlx::Connection::begin(&mut *conn)
         .await
         .map_err(err("job_claim"))?;
-    let waited = sqlx::query(
+    let wait = sqlx::query(
         "select pg_advisory_xact_lock($1 + $2, hashtext($3))
          from (select set_config('lock_timeout', $4, true),
                       set_config('statement_timeout', $4, true),
@@ -254,20 +268,22 @@ pub async fn job_claim_in_turn(
     .bind(i32::try_from(slot.min(MOST_CLAIM_SLOTS - 1)).expect("under 64"))
     .bind(spec.queue)
     .bind(&ms)
-    .execute(&mut *tx)
-    .await
-    .map_err(err("job_claim"));
+    .execute(&mut *tx);
+    let waited = tokio::select! {
+        r = wait => r.map_err(err("job_claim")),
+        () = give_up => return Ok(Turn::GaveUp),
+    };
     match waited {
         Ok(_) => {}
         Err(e) if super::sqlstate(&e).as_deref() == Some(super::LOCK_NOT_AVAILABLE) => {
             tx.rollback().await.map_err(err("job_claim"))?;
-            return Ok(None);
+            return Ok(Turn::TimedOut);
         }
         Err(e) => return Err(e),
     }
     let jobs = spec.claim(&mut tx).await?;
     tx.commit().await.map_err(err("job_claim"))?;
-    Ok(Some(jobs))
+    Ok(Turn::Claimed(jobs))
 }
 
 /// `n` fresh random lease tokens (UUID v4) from one read of the OS's random
