@@ -43,6 +43,7 @@ pub(crate) async fn claim(
         );
         return db::timed("job_claim", t, claim).await;
     };
+    let mut counted = false;
     loop {
         let gated = db::claim::job_claim_gated(c, spec, slots);
         if let GatedClaim::Claimed(jobs) = db::timed("job_claim", t, gated).await? {
@@ -51,7 +52,10 @@ pub(crate) async fn claim(
         if shared.stopping.is_cancelled() {
             return Ok(Vec::new()); // an empty claim reads as a dry queue
         }
-        Stats::add(&shared.stats.throttled_claims, 1);
+        if !counted {
+            counted = true; // once per claim, however many turns it waits
+            Stats::add(&shared.stats.throttled_claims, 1);
+        }
         let slot = fastrand::u32(..slots);
         let in_turn = db::claim::job_claim_in_turn(c, spec, slot, t, shared.stopping.cancelled());
         match db::timed("job_claim", t, in_turn).await? {

@@ -242,7 +242,7 @@ pub enum Turn {
 /// trips, paid only when the queue's claims contend.
 ///
 /// `bound` is the caller's bound on the whole call: the wait for the slot and the
-/// claim each get at most two fifths of it on the server (`lock_timeout`,
+/// claim each get at most two fifths of it (at least 50 ms) on the server (`lock_timeout`,
 /// `statement_timeout`), so the transaction commits or fails before the caller
 /// gives up, and a session left idle inside it (a client gone without a word) is
 /// ended after the same time, freeing the slot. `give_up` (a shutdown) cuts the
@@ -254,7 +254,9 @@ pub async fn job_claim_in_turn(
     bound: std::time::Duration,
     give_up: impl std::future::Future<Output = ()>,
 ) -> Result<Turn, Error> {
-    let ms = (bound.as_millis() * 2 / 5).max(1).to_string();
+    // At least 50 ms: a shorter wait would mostly time out and go round again,
+    // and the idle bound would end the session between its own statements.
+    let ms = (bound.as_millis() * 2 / 5).max(50).to_string();
     let mut tx = sqlx::Connection::begin(&mut *conn)
         .await
         .map_err(err("job_claim"))?;
