@@ -33,15 +33,7 @@ pub(crate) async fn claim(
     let slots = shared.config.claim_slots.filter(|_| hot.keeps());
     let c = hot.get("job_claim").await?;
     let Some(slots) = slots else {
-        let claim = db::claim::job_claim(
-            c,
-            queue,
-            spec.kinds,
-            spec.lease_secs,
-            spec.limit,
-            spec.owner,
-        );
-        return db::timed("job_claim", t, claim).await;
+        return db::timed("job_claim", t, spec.claim(c)).await;
     };
     let mut counted = false;
     loop {

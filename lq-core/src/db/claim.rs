@@ -143,7 +143,7 @@ pub struct ClaimSpec<'a> {
 
 impl ClaimSpec<'_> {
     /// [`job_claim`] of this spec, ungated.
-    async fn claim(&self, conn: &mut PgConnection) -> Result<Vec<ClaimedJob>, Error> {
+    pub async fn claim(&self, conn: &mut PgConnection) -> Result<Vec<ClaimedJob>, Error> {
         job_claim(
             conn,
             self.queue,
