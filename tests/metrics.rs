@@ -1,14 +1,17 @@
 //! The `metrics` feature, read through a recorder that keeps every value (its own
-//! test binary: a recorder is global to the process): per-job counters labelled by
-//! queue, kind and outcome, the wait histogram, the running gauge, the leader's
-//! queue gauges; and the per-minute rollup that feeds charts.
+//! test binary: a recorder is global to the process, so the tests share one and
+//! each reads its own queue's labels): per-job counters labelled by queue, kind
+//! and outcome, the wait histogram, the running gauge, the leader's queue gauges;
+//! the claims that waited for a claim slot; and the per-minute rollup that feeds
+//! charts.
 
 use std::{
     collections::HashMap,
-    sync::{atomic::Ordering, Arc},
+    sync::{atomic::Ordering, Arc, OnceLock},
     time::Duration,
 };
 
+use lq_core::db::claim::CLAIM_SLOT_LOCK_KEY;
 use lq_runtime::{
     control, EnqueueOptions, Job, JobContext, JobError, Perform, Runtime, RuntimeConfig,
 };
@@ -67,6 +70,23 @@ impl Recorder for Recorded {
     }
 }
 
+/// The process's recorder, installed by the first test that asks for it.
+fn recorder() -> &'static Recorded {
+    static RECORDER: OnceLock<Recorded> = OnceLock::new();
+    RECORDER.get_or_init(|| {
+        let recorded = Recorded(Arc::new(Registry::atomic()));
+        metrics::set_global_recorder(recorded.clone()).unwrap();
+        recorded
+    })
+}
+
+/// Held by each test while its runtime runs: `lq_leader` has no queue label, and
+/// a runtime that stops zeroes it, so the tests take turns.
+async fn one_runtime_at_a_time() -> tokio::sync::MutexGuard<'static, ()> {
+    static TURN: OnceLock<tokio::sync::Mutex<()>> = OnceLock::new();
+    TURN.get_or_init(Default::default).lock().await
+}
+
 /// Counters and gauges by name and sorted labels; histogram sample counts.
 #[derive(Default)]
 struct Seen {
@@ -111,8 +131,8 @@ impl Seen {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_runtime_reports_its_jobs_by_queue_kind_and_outcome() {
-    let recorded = Recorded(Arc::new(Registry::atomic()));
-    metrics::set_global_recorder(recorded.clone()).unwrap();
+    let recorded = recorder();
+    let _turn = one_runtime_at_a_time().await;
     let db = TestDb::new().await;
     Ok1::enqueue_many(&db.pool, (0..5).map(|n| Ok1 { n }), EnqueueOptions::new())
         .await
@@ -135,7 +155,7 @@ async fn a_runtime_reports_its_jobs_by_queue_kind_and_outcome() {
     let mut seen = Seen::default();
     let idle = "lq_queue_jobs{queue=metrics-q,state=available}";
     for _ in 0..300 {
-        seen.take(&recorded);
+        seen.take(recorded);
         if seen.values.contains_key(idle) {
             break;
         }
@@ -145,7 +165,7 @@ async fn a_runtime_reports_its_jobs_by_queue_kind_and_outcome() {
     assert_eq!(seen.value("lq_queue_paused{queue=metrics-q}"), 0.0);
     assert_eq!(seen.value("lq_leader{}"), 1.0);
     runtime.shutdown().await.unwrap();
-    seen.take(&recorded);
+    seen.take(recorded);
 
     let ok = "kind=metrics.ok";
     let failing = "kind=metrics.failing";
@@ -200,4 +220,61 @@ async fn a_runtime_reports_its_jobs_by_queue_kind_and_outcome() {
     assert_eq!(sum("metrics.failing", |m| m.dead), 1);
     let buckets: i64 = minutes.iter().flat_map(|m| m.wait_buckets.iter()).sum();
     assert_eq!(buckets, 7, "one wait sample per attempt started");
+}
+
+#[derive(Serialize, Deserialize, Job)]
+#[job(kind = "metrics.throttled", queue = "metrics-throttled")]
+struct Throttled;
+
+impl Perform for Throttled {
+    async fn perform(&self, _: &JobContext) -> Result<(), JobError> {
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_that_waits_for_a_claim_slot_is_counted() {
+    let recorded = recorder();
+    let _turn = one_runtime_at_a_time().await;
+    let db = TestDb::new().await;
+    Throttled.enqueue(&db.pool).await.unwrap();
+    // Both of the queue's slots taken, as two claims in flight elsewhere would.
+    let mut holder = db.pool.begin().await.unwrap();
+    sqlx::query(
+        "select pg_advisory_xact_lock($1 + slot, hashtext($2)) from generate_series(0, 1) slot",
+    )
+    .bind(CLAIM_SLOT_LOCK_KEY)
+    .bind("metrics-throttled")
+    .execute(&mut *holder)
+    .await
+    .unwrap();
+    let runtime = Runtime::builder(db.pool.clone())
+        .queue("metrics-throttled", 2)
+        .poll_interval(Duration::from_millis(50))
+        .start()
+        .await
+        .unwrap();
+    db.wait_for(
+        "the runtime's claim to wait for a slot",
+        &format!(
+            "select exists (select from pg_locks where locktype = 'advisory' and not granted
+                 and database = (select oid from pg_database where datname = current_database())
+                 and classid::bigint between {CLAIM_SLOT_LOCK_KEY} and {CLAIM_SLOT_LOCK_KEY} + 1)"
+        ),
+        Duration::from_secs(60),
+    )
+    .await;
+    holder.commit().await.unwrap();
+    db.wait_idle(Duration::from_secs(60)).await;
+    let throttled = runtime.stats().throttled_claims;
+    runtime.shutdown().await.unwrap();
+    let mut seen = Seen::default();
+    seen.take(recorded);
+    assert!(throttled >= 1, "the claim waited, so it was throttled");
+    assert_eq!(
+        seen.value("lq_claims_throttled_total{queue=metrics-throttled}"),
+        throttled as f64,
+        "the metric counts what the runtime's stats count"
+    );
+    assert_eq!(db.count("succeeded").await, 1);
 }

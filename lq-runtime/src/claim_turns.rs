@@ -47,6 +47,7 @@ pub(crate) async fn claim(
         if !counted {
             counted = true; // once per claim, however many turns it waits
             Stats::add(&shared.stats.throttled_claims, 1);
+            crate::telemetry::claim_throttled(queue);
         }
         let slot = fastrand::u32(..slots);
         let in_turn = db::claim::job_claim_in_turn(c, spec, slot, t, shared.stopping.cancelled());

@@ -145,6 +145,17 @@ impl ClaimMetrics {
     }
 }
 
+/// A claim of `queue` found every claim slot taken and waited its turn
+/// (`lq_claims_throttled_total`): counted once per claim, as
+/// `Stats::throttled_claims` is. A steady rate means more claims race for the
+/// queue than its slots let through at once (many runtimes on one queue).
+pub(crate) fn claim_throttled(queue: &str) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!("lq_claims_throttled_total", "queue" => queue.to_owned()).increment(1);
+    #[cfg(not(feature = "metrics"))]
+    let _ = queue;
+}
+
 /// The completer's metrics (`metrics` feature), registered once when it starts.
 pub(crate) struct FlushMetrics {
     #[cfg(feature = "metrics")]
