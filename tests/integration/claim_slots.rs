@@ -357,3 +357,57 @@ async fn a_claim_given_up_while_it_waits_its_turn_claims_nothing() {
     assert_eq!(db.count("queued").await, 1);
     assert_eq!(db.count("running").await, 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_in_turn_starts_its_jobs_and_their_leases_when_it_claims_not_when_it_began_to_wait(
+) {
+    // The in-turn claim's transaction begins before its wait: were the attempt
+    // timed from the transaction's start, a wait longer than the lease would hand
+    // the rescuer jobs a healthy worker had only just claimed.
+    let db = TestDb::new().await;
+    Noop { n: 1 }.enqueue(&db.pool).await.unwrap();
+    let mut holder = hold_slots(&db, "default", 1).await;
+    let pool = db.pool.clone();
+    let in_turn = tokio::spawn(async move {
+        let mut conn = pool.acquire().await.unwrap();
+        let kinds = vec!["test.noop".to_owned()];
+        db::claim::job_claim_in_turn(
+            &mut conn,
+            spec("default", &kinds, 10, "a"),
+            0,
+            LIMIT,
+            never(),
+        )
+        .await
+    });
+    db.wait_for(
+        "the claim to wait for its slot",
+        &waits_for_a_claim_slot(),
+        LIMIT,
+    )
+    .await;
+    // Read on the server while the claim waits, so its transaction began before.
+    let released_at: chrono::DateTime<chrono::Utc> = sqlx::query_scalar("select clock_timestamp()")
+        .fetch_one(&mut *holder)
+        .await
+        .unwrap();
+    holder.commit().await.unwrap();
+    let Turn::Claimed(jobs) = in_turn.await.unwrap().unwrap() else {
+        panic!("claimed once its turn came")
+    };
+    assert_eq!(jobs.len(), 1);
+    assert!(
+        jobs[0].started_at >= released_at,
+        "started {} before its turn came at {released_at}",
+        jobs[0].started_at
+    );
+    let whole_lease_from_turn: bool = sqlx::query_scalar(
+        "select lease_expires_at >= $1 + interval '30 seconds' from lq.jobs where id = $2",
+    )
+    .bind(released_at)
+    .bind(jobs[0].id)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert!(whole_lease_from_turn, "the 30 s lease runs from the claim");
+}

@@ -15,7 +15,7 @@ macro_rules! claimable_in {
         concat!(
             "state = 'queued' and queue = ",
             $queue,
-            " and run_at <= now() and kind = any($2)
+            " and run_at <= statement_timestamp() and kind = any($2)
                and not exists (select from lq.queues q where q.name = ",
             $queue,
             " and q.paused_at is not null)"
@@ -51,6 +51,11 @@ pub struct ClaimedJob {
 
 /// The locking select and the update shared by [`job_claim`] and
 /// [`job_claim_gated`] (SQL text, `$gate` a condition on the gate, or `true`).
+/// Its clock is `statement_timestamp()`, not `now()`: [`job_claim_in_turn`] claims
+/// in a transaction that began before it waited for its slot, and `now()` there
+/// would start the attempt, and its lease, at the start of the wait (a wait longer
+/// than the lease would hand the rescuer jobs a healthy worker holds). On its own
+/// the statement is its transaction, and the two are the same.
 macro_rules! claim_statement {
     ($gate:literal) => {
         concat!(
@@ -67,9 +72,9 @@ macro_rules! claim_statement {
          ),
          claimed as (
              update lq.jobs j
-             set state = 'running', attempts = j.attempts + 1, started_at = now(),
+             set state = 'running', attempts = j.attempts + 1, started_at = statement_timestamp(),
                  lease_token = lease.token, lease_owner = $4,
-                 lease_expires_at = now() + make_interval(secs => ($5::float8[])[array_position($2::text[], j.kind)])
+                 lease_expires_at = statement_timestamp() + make_interval(secs => ($5::float8[])[array_position($2::text[], j.kind)])
              from rows from (unnest(array(select id from picked)), unnest($6::uuid[])) as lease(id, token)
              where j.id = lease.id
              returning j.id, j.kind, j.payload::text as payload, j.attempts, j.max_attempts, j.lease_token,
