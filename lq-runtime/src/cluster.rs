@@ -64,9 +64,10 @@ impl Leadership {
 
     /// Whether this runtime should fire the cron schedule of `kind`, a kind of
     /// `queue`: when it leads, when no leader is known, or when the leader does
-    /// not declare the kind or does not serve its queue (a runtime schedules the
-    /// recurring kinds it can run in the queues it serves; one that links a kind
-    /// with no `Perform` implementation still declares it, and is deferred to).
+    /// not declare the kind or does not serve its queue (a runtime declares the
+    /// kinds it can run, and schedules the recurring ones in the queues it
+    /// serves). A leader that links a recurring kind without a `Perform` does not
+    /// declare it, so the runtimes that can run it fire it.
     /// Firing stays exactly once per tick whoever fires (`lq.cron_ticks`).
     pub fn fires_cron(&self, kind: &str, queue: &str) -> bool {
         if self.is_leader() {
@@ -109,7 +110,9 @@ pub(crate) async fn run(shared: Arc<Shared>, queues: Vec<(String, usize)>) {
                 .map(|(q, n)| (q, serde_json::Value::from(n)))
                 .collect(),
         ),
-        kinds: shared.registry.iter().map(|d| d.kind.to_owned()).collect(),
+        // The kinds it can run, not every kind it links: a kind linked without a
+        // `Perform` is one this runtime would neither claim nor schedule.
+        kinds: shared.kinds.clone(),
     };
     let lease = shared.config.leader_lease;
     let every = lease / 5;

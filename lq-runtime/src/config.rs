@@ -60,9 +60,9 @@ pub struct RuntimeConfig {
     pub keep_finished: Duration,
     /// How long dead jobs are kept (default 7 days).
     pub keep_dead: Duration,
-    /// Queued jobs of a kind this runtime does not know, in a queue it serves, are
-    /// marked dead after being ready this long (default 10 min; `None` leaves them).
-    /// Every runtime serving a queue should know every kind enqueued on it.
+    /// Queued jobs of a kind no live runtime serving their queue can run (none
+    /// links a `Perform` for it), in a queue this runtime serves, are marked dead
+    /// after being ready this long (default 10 min; `None` leaves them).
     pub unknown_kind_grace: Option<Duration>,
     /// Name recorded as the lease owner (default `host:pid:random`), and this
     /// runtime's id in `lq.runtimes`.

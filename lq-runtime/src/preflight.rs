@@ -188,7 +188,7 @@ pub(crate) fn warn_unrunnable(registry: &Registry, served: &[String]) {
             warn!(
                 kind = d.kind,
                 queue = d.options.queue,
-                "job type has no Perform implementation in this binary: its jobs on this queue wait for another runtime"
+                "job type has no Perform implementation in this binary: its jobs on this queue wait for a runtime that can run them, and are marked dead as unknown after unknown_kind_grace if no live runtime serving the queue can"
             );
         }
         if d.options.cron.is_some() && !serves {

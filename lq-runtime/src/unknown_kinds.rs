@@ -1,4 +1,5 @@
-//! Buries jobs of kinds no live runtime serving their queue declares, so they
+//! Buries jobs of kinds no live runtime serving their queue declares (can run:
+//! a kind linked without a `Perform` is not declared), so they
 //! end in a visible state (`dead`, reason stored, payload kept) instead of
 //! waiting forever. Only the leader runs it, and it judges by `lq.runtimes`, not
 //! by its own registry: during a rolling deploy the new kind's jobs wait for the

@@ -359,8 +359,8 @@ async fn a_claim_given_up_while_it_waits_its_turn_claims_nothing() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_claim_in_turn_starts_its_jobs_and_their_leases_when_it_claims_not_when_it_began_to_wait(
-) {
+async fn a_claim_in_turn_starts_its_jobs_and_their_leases_when_it_claims_not_when_it_began_to_wait()
+{
     // The in-turn claim's transaction begins before its wait: were the attempt
     // timed from the transaction's start, a wait longer than the lease would hand
     // the rescuer jobs a healthy worker had only just claimed.

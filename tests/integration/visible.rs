@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use lq_runtime::{Job, JobContext, JobError, Perform, Runtime};
+use lq_runtime::{Job, JobContext, JobError, Perform, Runtime, RuntimeConfig};
 use lq_tests::{
     logs::{logged, wait_logged, LogEvent},
     TestDb,
@@ -93,7 +93,11 @@ async fn start_warns_about_a_served_kind_without_a_handler_and_an_unserved_cron_
     let db = TestDb::new().await;
     let no_handler = NoHandler.enqueue(&db.pool).await.unwrap().id;
     let rt = Runtime::builder(db.pool.clone())
-        .config(quick())
+        .config(RuntimeConfig {
+            rescue_interval: Duration::from_millis(100),
+            unknown_kind_grace: Some(Duration::ZERO),
+            ..quick()
+        })
         .queue("visible_warn", 1)
         .start()
         .await
@@ -114,13 +118,29 @@ async fn start_warns_about_a_served_kind_without_a_handler_and_an_unserved_cron_
             .any(|e| e.field("queue") == Some("cron-test") && e.message.contains("not served")),
         "{cron:#?}"
     );
-    // The job itself stays queued for a runtime that can run it: nothing buries it
-    // while the kind is declared in this binary.
-    rt.shutdown().await.unwrap();
-    let state: String = sqlx::query_scalar("select state::text from lq.all_jobs where id = $1")
-        .bind(no_handler)
+    // Linked is not declared: the runtime tells the cluster the kinds it can run,
+    // so a leader that links a recurring kind it cannot run does not hold back the
+    // runtimes that can, and a job no live runtime can run is buried as unknown.
+    db.wait_for(
+        "the runtime's first beat",
+        "select exists (select from lq.runtimes)",
+        Duration::from_secs(60),
+    )
+    .await;
+    let declared: Vec<String> = sqlx::query_scalar("select kinds from lq.runtimes")
         .fetch_one(&db.pool)
         .await
         .unwrap();
-    assert_eq!(state, "queued");
+    assert!(declared.iter().any(|k| k == "visible.fine"), "{declared:?}");
+    assert!(
+        !declared.iter().any(|k| k == "visible.no_handler"),
+        "{declared:?}"
+    );
+    db.wait_for(
+        "the job no runtime can run to be buried",
+        &format!("select exists (select from lq.finished_jobs where id = {no_handler} and state = 'dead')"),
+        Duration::from_secs(60),
+    )
+    .await;
+    rt.shutdown().await.unwrap();
 }

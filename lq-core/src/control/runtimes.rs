@@ -65,7 +65,7 @@ pub struct RuntimeInfo {
     pub version: String,
     /// The queues it serves, with the concurrency of each.
     pub queues: BTreeMap<String, u64>,
-    /// Every kind its binary declares.
+    /// Every kind it can run (a `Perform` linked into its binary).
     pub kinds: Vec<String>,
     /// When it started.
     pub started_at: DateTime<Utc>,
