@@ -47,6 +47,8 @@ pub(crate) async fn job(
             return ctx.error(refused_post(&ctx, other, e));
         }
     };
+    let redacted = sh.config.redact.is_some();
+    let result = result.map_err(|e| crate::redacted_keys::error(e, redacted));
     audit(&ctx, &action, &format!("job {id}"), &result);
     sh.counts.forget_all();
     match result {

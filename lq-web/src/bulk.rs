@@ -21,7 +21,7 @@ use crate::{
     guard::FormBody,
     layout,
     params::{self, Filter, Pairs},
-    Shared,
+    redacted_keys, Shared,
 };
 
 /// Most jobs one selection may name.
@@ -74,12 +74,16 @@ impl Action {
         target: String,
     ) -> Result<BulkReport, lq_core::Error> {
         let pool = sh.pool.clone();
+        let redacted = sh.config.redact.is_some();
         let report = run_to_end(ctx, self.verb(), target, async move {
-            match self {
+            let report = match self {
                 Self::Retry => control::retry_matching(&pool, &filter, limit).await,
                 Self::Cancel => control::cancel_matching(&pool, &filter, limit).await,
                 Self::Delete => control::delete_matching(&pool, &filter, limit).await,
-            }
+            };
+            report
+                .map(|r| redacted_keys::report_of(r, redacted))
+                .map_err(|e| redacted_keys::error(e, redacted))
         })
         .await;
         // The page it returns to counts what the action left.

@@ -141,7 +141,9 @@ impl WebConfig {
     /// for fields no operator should read. A payload too deep to decode is not
     /// shown at all while a hook is set, and the job list offers no payload
     /// filter (a containment query would confirm a hidden value a guess at a
-    /// time). Metadata is shown as stored: keep secrets out of it.
+    /// time). Unique keys, templates over payload fields, are hidden too, on the
+    /// job page and in the refusals that name one. Metadata is shown as stored:
+    /// keep secrets out of it.
     ///
     /// ```
     /// fn no_tokens(_kind: &str, payload: &mut serde_json::Value) {

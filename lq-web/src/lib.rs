@@ -119,6 +119,7 @@ mod guard;
 mod layout;
 mod pages;
 mod params;
+mod redacted_keys;
 mod secret;
 mod serve;
 

@@ -54,7 +54,7 @@ fn body(ctx: &Ctx, sh: &Shared, j: &JobRow, done: Option<&str>) -> Markup {
             tr { th { "queue" } td { a href={ (ctx.url("/jobs")) "?queue=" (urlenc(&j.queue)) } { (j.queue) } } }
             tr { th { "priority" } td { (j.priority) } }
             tr { th { "attempts" } td { (j.attempts) " of " (j.max_attempts) } }
-            tr { th { "unique key" } td { (j.unique_key.as_deref().unwrap_or("–")) } }
+            tr { th { "unique key" } td { (unique_key_text(sh, j)) } }
             tr { th { "created" } td { (layout::time(j.created_at)) } }
             tr { th { "run at" } td { (layout::time(j.run_at)) } }
             tr { th { "started" } td { (layout::opt_time(j.started_at)) } }
@@ -117,6 +117,16 @@ fn actions(ctx: &Ctx, j: &JobRow) -> Markup {
                 (form("delete", "Delete", None, true))
             }
         }
+    }
+}
+
+/// The unique key as shown: hidden while payloads are redacted, since a key is a
+/// template over payload fields.
+fn unique_key_text<'a>(sh: &Shared, j: &'a JobRow) -> &'a str {
+    match (&j.unique_key, sh.config.redact) {
+        (None, _) => "–",
+        (Some(_), Some(_)) => crate::redacted_keys::HIDDEN_KEY,
+        (Some(key), None) => key,
     }
 }
 

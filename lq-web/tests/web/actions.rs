@@ -474,3 +474,52 @@ async fn every_action_and_every_refused_post_is_audit_logged() {
         .unwrap()
         .starts_with("refused: missing or wrong CSRF token"));
 }
+
+#[tokio::test]
+async fn while_payloads_are_redacted_no_page_shows_a_unique_key() {
+    // A unique key is a template over the payload (`order:{order_id}`), so a
+    // hook that hides payload values hides the keys too.
+    fn hide(_: &str, payload: &mut serde_json::Value) {
+        payload["order_id"] = "(hidden)".into();
+    }
+    let db = lq_tests::TestDb::new().await;
+    let app = lq_web::router(db.pool.clone(), WebConfig::new().actions(true).redact(hide));
+    let held = Order {
+        order_id: 987654321,
+    }
+    .enqueue(&db.pool)
+    .await
+    .unwrap()
+    .id;
+    db.finish(held, "dead", 1.0).await;
+    let holder = Order {
+        order_id: 987654321,
+    }
+    .enqueue(&db.pool)
+    .await
+    .unwrap()
+    .id;
+
+    get(&app, &format!("/jobs/{holder}"))
+        .await
+        .expect(StatusCode::OK)
+        .has("hidden while payloads are redacted")
+        .lacks("987654321");
+    post(&app, &format!("/jobs/{held}/retry"), &[])
+        .await
+        .expect(StatusCode::CONFLICT)
+        .has(&format!("live job {holder} holds its unique key"))
+        .lacks("987654321");
+    let selected = held.to_string();
+    post(
+        &app,
+        "/jobs/bulk",
+        &[("action", "retry"), ("ids", &selected)],
+    )
+    .await
+    .expect(StatusCode::OK)
+    .has("1 refused")
+    .has(&format!("live job {holder} holds its unique key"))
+    .lacks("987654321");
+    assert_eq!(state(&db, held).await.as_deref(), Some("dead"));
+}
