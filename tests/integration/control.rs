@@ -375,6 +375,73 @@ async fn dead_jobs_are_counted_and_listed_through_their_index() {
     assert!(scans >= 2, "the dead jobs' index was scanned {scans} times");
 }
 
+#[tokio::test]
+async fn live_jobs_by_state_are_listed_through_the_queue_tables_partial_indexes() {
+    // A backlog the running jobs' list and a small queue's list must not walk.
+    let db = TestDb::new().await;
+    let backlog = Noop::enqueue_many(
+        &db.pool,
+        (0..5000).map(|n| Noop { n }),
+        EnqueueOptions::new(),
+    )
+    .await
+    .unwrap()
+    .ids;
+    let small = Noop::enqueue_many(
+        &db.pool,
+        (0..3).map(|n| Noop { n }),
+        EnqueueOptions::new().queue("small"),
+    )
+    .await
+    .unwrap()
+    .ids;
+    let running = &backlog[..2];
+    sqlx::query(
+        "update lq.jobs set state = 'running', lease_token = gen_random_uuid(),
+             lease_owner = 'w-1', lease_expires_at = now() + interval '1 hour',
+             attempts = 1, started_at = now()
+         where id = any($1)",
+    )
+    .bind(running)
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    sqlx::query("analyze lq.jobs")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let no_seqscan = pool_without_table_scans(&db).await;
+
+    let by_state = JobFilter::new().state(JobState::Running);
+    let listed = control::list(&no_seqscan, &by_state, 10).await.unwrap();
+    let mut ids: Vec<i64> = listed.iter().map(|j| j.id).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, running);
+    let counts = control::count(&no_seqscan, &by_state).await.unwrap();
+    assert_eq!(counts.iter().map(|c| c.count).sum::<u64>(), 2);
+    let scans = index_scans_reaching(&no_seqscan, "jobs_lease_expiry", 2).await;
+    assert!(
+        scans >= 2,
+        "the running jobs' index was scanned {scans} times"
+    );
+
+    // A plan for the queue asked (as the dashboard's pool makes its first
+    // ones), not a generic one, which cannot tell a small queue from the backlog.
+    let options: sqlx::postgres::PgConnectOptions = db.url.parse().unwrap();
+    let custom_plans = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect_with(options.options([("enable_seqscan", "off")]))
+        .await
+        .unwrap();
+    let queued_in_small = JobFilter::new().state(JobState::Queued).queue("small");
+    let listed = control::list(&custom_plans, &queued_in_small, 10)
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), small.len());
+    let scans = index_scans_reaching(&custom_plans, "jobs_pickup", 1).await;
+    assert!(scans >= 1, "the pickup index was scanned {scans} times");
+}
+
 /// A pool of one connection whose planner avoids table scans wherever an index
 /// can serve (`enable_seqscan = off`), with generic plans from the first run,
 /// to show which index a call reads.

@@ -142,21 +142,28 @@ pub async fn job_get(conn: &mut PgConnection, id: i64) -> Result<Option<JobRow>,
     .map_err(err("job_get"))
 }
 
-/// Appends `filter`'s conditions as a `where` clause. Only the conditions set
-/// are written, so each filter's shape gets a plan of its own. Every value is
-/// bound but the states, written as a literal of litequeue's own names: the
-/// planner can then match them with a partial index's predicate (the dead jobs'
-/// in the history), which a bound array, cast to the enum at run time, never does.
-fn push_where(q: &mut QueryBuilder<'_, Postgres>, filter: &JobFilter) {
+/// Appends `filter`'s conditions on `source` as a `where` clause. Only the
+/// conditions set are written, so each filter's shape gets a plan of its own.
+/// Every value is bound but the states, written as a literal of litequeue's own
+/// names in the column's own type: the planner can then match them with a partial
+/// index's predicate (the queued jobs' pickup index, the running jobs' lease
+/// index, the dead jobs' in the history), which a bound array, or a column cast
+/// to another enum, never does.
+fn push_where(q: &mut QueryBuilder<'_, Postgres>, filter: &JobFilter, source: &str) {
     q.push(" where true");
     if !filter.states.is_empty() {
         // Sorted and once each, so one set of states is one statement to prepare.
         let mut names: Vec<&'static str> = filter.states.iter().map(|s| s.as_str()).collect();
         names.sort_unstable();
         names.dedup();
-        q.push(" and state::lq.job_state = any('{")
+        let (column, of_type) = match source {
+            "lq.jobs" => ("state", "lq.live_state"),
+            "lq.finished_jobs" => ("state", "lq.job_state"),
+            _ => ("state::lq.job_state", "lq.job_state"),
+        };
+        q.push(format!(" and {column} = any('{{"))
             .push(names.join(","))
-            .push("}'::lq.job_state[])");
+            .push(format!("}}'::{of_type}[])"));
     }
     if !filter.queues.is_empty() {
         q.push(" and queue = any(")
@@ -213,7 +220,7 @@ pub async fn job_list(
 ) -> Result<Vec<JobRow>, Error> {
     let source = filter.source();
     let mut q = QueryBuilder::new(format!("select {} from {source}", columns(source)));
-    push_where(&mut q, filter);
+    push_where(&mut q, filter, source);
     q.push(" order by id desc limit ").push_bind(limit);
     q.build_query_as()
         .fetch_all(&mut *conn)
@@ -227,8 +234,9 @@ pub async fn job_ids(
     filter: &JobFilter,
     limit: i64,
 ) -> Result<Vec<i64>, Error> {
-    let mut q = QueryBuilder::new(format!("select id from {}", filter.source()));
-    push_where(&mut q, filter);
+    let source = filter.source();
+    let mut q = QueryBuilder::new(format!("select id from {source}"));
+    push_where(&mut q, filter, source);
     q.push(" order by id desc limit ").push_bind(limit);
     q.build_query_scalar()
         .fetch_all(&mut *conn)
@@ -245,7 +253,7 @@ pub async fn job_count(
     let mut q = QueryBuilder::new(format!(
         "select queue, state::lq.job_state as state, count(*) from {source}"
     ));
-    push_where(&mut q, filter);
+    push_where(&mut q, filter, source);
     q.push(" group by queue, state order by queue, state");
     q.build_query_as()
         .fetch_all(&mut *conn)
@@ -290,7 +298,7 @@ pub async fn job_count_by_state_capped(
         q.push(format!(
             "select '{name}'::lq.job_state, count(*) from (select from {table}"
         ));
-        push_where(&mut q, &rest);
+        push_where(&mut q, &rest, table);
         q.push(format!(" and state = '{name}' limit "))
             .push_bind(cap.saturating_add(1))
             .push(") x");
