@@ -260,6 +260,8 @@ async fn bad_input_exits_2_with_a_reason_and_changes_nothing() {
             "not both",
         ),
         (vec!["queues", "pause", "has space"], "invalid queue name"),
+        (vec!["status", "--watch", "0s"], "too often"),
+        (vec!["status", "--watch", "500ms"], "too often"),
         (vec!["jobs", "show", "999999"], "999999"),
         (vec!["jobs", "list", "--limit=-1"], "limit -1 is negative"),
         (

@@ -15,9 +15,24 @@ use crate::{
 
 #[derive(Debug, Default, Args)]
 pub struct StatusArgs {
-    /// Redraw every this often (e.g. `2s`) until Ctrl-C.
-    #[arg(long, value_parser = parse_duration)]
+    /// Redraw every this often (e.g. `2s`, at least `1s`) until Ctrl-C.
+    #[arg(long, value_parser = parse_watch)]
     pub watch: Option<Duration>,
+}
+
+/// Shortest `--watch`: each redraw counts every queue's jobs, so a shorter one
+/// would be a busy loop against the database.
+const MIN_WATCH: Duration = Duration::from_secs(1);
+
+/// A `--watch` interval: a duration of at least [`MIN_WATCH`].
+fn parse_watch(s: &str) -> Result<Duration, String> {
+    let every = parse_duration(s)?;
+    if every < MIN_WATCH {
+        return Err(format!(
+            "{s} is too often: each redraw counts every queue's jobs; watch every 1s or more"
+        ));
+    }
+    Ok(every)
 }
 
 /// One queue's line.
