@@ -170,6 +170,18 @@ pub enum Error {
         /// What was asked (`"cancelled"`, `"retried"`).
         action: &'static str,
     },
+    /// A delete by id found two jobs with that id, a live one and one in the
+    /// history (ids restarted by `TRUNCATE … RESTART IDENTITY`), and no state to
+    /// tell them apart, so it deleted neither.
+    #[error("job id {id} names two jobs, a {live} one and a {finished} one (ids restarted after a TRUNCATE ... RESTART IDENTITY), so neither was deleted: filter by state to say which")]
+    AmbiguousId {
+        /// The id both jobs have.
+        id: i64,
+        /// The live job's state.
+        live: crate::JobState,
+        /// The finished job's state.
+        finished: crate::JobState,
+    },
     /// A bulk action left a job alone that changed state after its filter chose
     /// it and is no longer in the filter's states (a queued job that started
     /// running before `cancel --state queued` reached it).

@@ -93,9 +93,10 @@ impl From<lq_core::Error> for PageError {
         let status = match cause {
             _ if timed_out => StatusCode::SERVICE_UNAVAILABLE,
             E::NotFound { .. } => StatusCode::NOT_FOUND,
-            E::WrongState { .. } | E::LeftFilter { .. } | E::UniqueKeyHeld { .. } => {
-                StatusCode::CONFLICT
-            }
+            E::WrongState { .. }
+            | E::LeftFilter { .. }
+            | E::UniqueKeyHeld { .. }
+            | E::AmbiguousId { .. } => StatusCode::CONFLICT,
             E::InvalidName { .. } | E::InvalidFilter { .. } => StatusCode::BAD_REQUEST,
             E::Database { source, .. } if unreachable(source) => StatusCode::SERVICE_UNAVAILABLE,
             E::Database { source, .. } if lq_core::lacks_grant(source) || read_only(source) => {

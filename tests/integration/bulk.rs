@@ -351,3 +351,58 @@ async fn a_bulk_action_that_fails_partway_reports_the_batches_it_committed() {
         .unwrap();
     assert_eq!(rest.done.len(), 100);
 }
+
+#[tokio::test]
+async fn a_delete_by_an_id_two_jobs_share_deletes_neither_until_a_state_says_which() {
+    // Ids restarted by `TRUNCATE … RESTART IDENTITY`: a dead job in the history
+    // and a queued job both have id 1. Deleting "job 1" from the dead list must
+    // not delete the queued job too.
+    let db = TestDb::new().await;
+    let old = enqueue_noops(&db, 1, "q").await[0];
+    db.finish(old, "dead", 1.0).await;
+    sqlx::query("truncate lq.jobs restart identity")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let live = enqueue_noops(&db, 1, "q").await[0];
+    assert_eq!(live, old, "the ids collide");
+
+    let by_id = JobFilter::new().id(live);
+    let report = control::delete_matching(&db.pool, &by_id, None)
+        .await
+        .unwrap();
+    assert!(report.done.is_empty(), "{report:?}");
+    assert_eq!(report.matched, 1, "one id asked about");
+    match &report.refused[..] {
+        [(
+            id,
+            CoreError::AmbiguousId {
+                live: JobState::Queued,
+                finished: JobState::Dead,
+                ..
+            },
+        )] => assert_eq!(*id, live),
+        other => panic!("{other:?}"),
+    }
+    let count = |sql: &'static str| {
+        let pool = db.pool.clone();
+        async move {
+            sqlx::query_scalar::<_, i64>(sql)
+                .fetch_one(&pool)
+                .await
+                .unwrap()
+        }
+    };
+    assert_eq!(count("select count(*) from lq.jobs").await, 1);
+    assert_eq!(count("select count(*) from lq.finished_jobs").await, 1);
+
+    // A state says which: the dead one goes, the queued one stays.
+    let dead = by_id.clone().state(JobState::Dead);
+    let report = control::delete_matching(&db.pool, &dead, None)
+        .await
+        .unwrap();
+    assert_eq!(report.done, vec![live]);
+    assert!(report.refused.is_empty(), "{report:?}");
+    assert_eq!(count("select count(*) from lq.finished_jobs").await, 0);
+    assert_eq!(state_of(&db, live).await, JobState::Queued);
+}

@@ -19,7 +19,8 @@ pub struct BulkReport {
     pub done: Vec<i64>,
     /// The jobs it could not act on, each with the reason
     /// ([`Error::WrongState`], [`Error::LeftFilter`], [`Error::UniqueKeyHeld`],
-    /// [`Error::NotFound`] for one that was deleted meanwhile).
+    /// [`Error::NotFound`] for one that was deleted meanwhile,
+    /// [`Error::AmbiguousId`] for a delete by an id two jobs share).
     pub refused: Vec<(i64, Error)>,
 }
 
@@ -136,13 +137,16 @@ async fn batches(
         }
         let take = BATCH.min(i64::try_from(left).unwrap_or(i64::MAX));
         let page = cursor.clone();
-        let ids = pinned(pool, "job_ids", |conn| {
+        let mut ids = pinned(pool, "job_ids", |conn| {
             Box::pin(async move { db::control::job_ids(conn, &page, take).await })
         })
         .await?;
         let Some(&lowest) = ids.last() else {
             return Ok(());
         };
+        let found = ids.len();
+        // An id a live job and a finished one share is one id to act on.
+        ids.dedup();
         let mut batch = BulkReport::default();
         let acted = act(pool, &ids, &filter.states, action, &mut batch).await;
         // A batch that committed and then failed to explain a refusal still
@@ -155,7 +159,7 @@ async fn batches(
         report.refused.append(&mut batch.refused);
         acted?;
         cursor = cursor.before_id(lowest);
-        if (ids.len() as i64) < take {
+        if (found as i64) < take {
             return Ok(());
         }
     }
@@ -199,8 +203,27 @@ async fn act(
             .filter(|&&(.., acted)| acted)
             .map(|&(id, ..)| id),
     );
-    for (id, state, _) in seen.into_iter().filter(|&(.., acted)| !acted) {
-        let why = refusal(pool, id, state, states, action).await?;
+    let unacted: Vec<(i64, JobState)> = (seen.into_iter())
+        .filter(|&(.., acted)| !acted)
+        .map(|(id, state, _)| (id, state))
+        .collect();
+    let mut at = 0;
+    while let Some(&(id, state)) = unacted.get(at) {
+        at += 1;
+        // A delete lists an id twice when it names a live job and a finished
+        // one (rows ordered by id), and deleted neither.
+        let why = match unacted.get(at) {
+            Some(&(next, other)) if next == id && matches!(action, Action::Delete) => {
+                at += 1;
+                let (live, finished) = if state.is_live() {
+                    (state, other)
+                } else {
+                    (other, state)
+                };
+                Error::AmbiguousId { id, live, finished }
+            }
+            _ => refusal(pool, id, state, states, action).await?,
+        };
         report.refused.push((id, why));
     }
     // A job that ended or went away while the batch waited for its lock.

@@ -128,30 +128,43 @@ pub async fn jobs_cancel_many(
 /// Deletes the queued and finished jobs among `ids` for good (a running job is
 /// left: cancel it first), and among them only those still in one of `states`
 /// when it is not empty: a job retried or finished since a filter on its state
-/// chose it is left, not deleted in its new state. Returns `(id, state before,
-/// deleted)` of every job deleted or running.
+/// chose it is left, not deleted in its new state. An id that names a live job
+/// and a finished one in those states (ids restarted by `TRUNCATE … RESTART
+/// IDENTITY`) deletes neither: the caller cannot have meant both. Returns `(id,
+/// state before, deleted)` of every job deleted, running, or sharing its id.
 pub async fn jobs_delete_many(
     conn: &mut PgConnection,
     ids: &[i64],
     states: &[JobState],
 ) -> Result<Vec<(i64, JobState, bool)>, Error> {
     sqlx::query_as(concat!(
-        "with live as (
+        "with twice as materialized (
+             select j.id, j.state::lq.job_state as live, f.state as finished
+             from lq.jobs j join lq.finished_jobs f using (id)
+             where j.id = any($1)
+               and ", in_states!("j.state::text"), " and ", in_states!("f.state::text"), "
+         ),
+         live as (
              delete from lq.jobs where id = any($1) and state = 'queued'
                  and ", in_states!("'queued'"), "
+                 and id not in (select id from twice)
              returning id, state::lq.job_state as state
          ),
          finished as (
              delete from lq.finished_jobs where id = any($1)
                  and ", in_states!("state::text"), "
+                 and id not in (select id from twice)
              returning id, state
          ),
          running as (
              select id, state::lq.job_state as state from lq.jobs where id = any($1) and state = 'running'
+                 and id not in (select id from twice)
          )
          select id, state, true from live
          union all select id, state, true from finished
          union all select id, state, false from running
+         union all select id, live, false from twice
+         union all select id, finished, false from twice
          order by 1"
     ))
     .bind(ids)
