@@ -59,11 +59,8 @@ mod tests {
         let hidden = error(held(), true).to_string();
         assert!(!hidden.contains("card:4111"), "{hidden}");
         assert!(hidden.contains(HIDDEN_KEY), "{hidden}");
-        let report = BulkReport {
-            matched: 1,
-            done: vec![],
-            refused: vec![(1, held())],
-        };
+        let mut report = BulkReport::default();
+        report.refused.push((1, held()));
         let shown = report_of(report, true);
         assert!(!shown.refused[0].1.to_string().contains("card:4111"));
     }
