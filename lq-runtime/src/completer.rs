@@ -433,7 +433,8 @@ async fn write_alone(
 
 /// Why a success write did not land.
 enum NotWritten {
-    /// The database refused these rows (see [`db::is_data_rejection`]).
+    /// The database refused these rows (see [`db::is_data_rejection`]), or
+    /// cancelled a write of several at the statement bound: written in halves.
     Refused(Error),
     /// A row (or the table) was locked by another session for longer than the
     /// completer's `lock_timeout` (SQLSTATE 55P03); `None` when not tried yet.
@@ -482,17 +483,22 @@ async fn write_rows(
             Ok(done) => return Ok(done),
             Err(e) => e,
         };
-        // An error the server sent leaves the connection usable; any other
-        // (a timeout, a broken socket) may not.
         let sqlstate = db::sqlstate(&e);
-        if sqlstate.is_none() {
-            conn.discard();
-        }
         if db::is_data_rejection(&e) {
             return Err(NotWritten::Refused(e));
         }
         if sqlstate.as_deref() == Some(db::LOCK_NOT_AVAILABLE) {
             return Err(NotWritten::Locked(Some(e)));
+        }
+        // Anything else may be the connection's state, not the rows': a broken
+        // socket, or a server that became a read-only standby in a failover
+        // (25006), where a kept connection would fail every write for good. The
+        // next try opens a fresh one.
+        conn.discard();
+        if sqlstate.as_deref() == Some(db::QUERY_CANCELED) && ids.len() > 1 {
+            // Cancelled by the statement bound: the same batch would be cancelled
+            // again, so it is written in halves.
+            return Err(NotWritten::Refused(e));
         }
         failures += 1;
         warn!(jobs = ids.len(), error = %chain(&e), "could not mark jobs succeeded; retrying");

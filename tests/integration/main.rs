@@ -11,6 +11,7 @@ mod control;
 mod cron;
 mod enqueue;
 mod enqueuer;
+mod failover;
 mod hostile;
 mod jobs;
 mod locked_row;

@@ -167,6 +167,10 @@ pub fn is_data_rejection(e: &Error) -> bool {
 /// session's `lock_timeout` for a lock.
 pub const LOCK_NOT_AVAILABLE: &str = "55P03";
 
+/// PostgreSQL's `query_canceled`: among others, a statement cancelled by its
+/// session's `statement_timeout`.
+pub const QUERY_CANCELED: &str = "57014";
+
 /// PostgreSQL's `deadlock_detected`: the server rolled back one transaction of
 /// a cycle of sessions waiting for each other.
 pub const DEADLOCK_DETECTED: &str = "40P01";
