@@ -110,6 +110,15 @@ pub enum Error {
         /// The owning role.
         owner: String,
     },
+    /// `lq.schema_migrations` is not the plain table the migrations make (a view,
+    /// a table with row security, or one owned by another role than the
+    /// schema), so litequeue will not read it: reading it could run another
+    /// role's code.
+    #[error("lq.schema_migrations is not the table litequeue's migrations make ({what}), so it was not read: drop schema lq if you did not create it")]
+    SchemaTampered {
+        /// What is wrong with it.
+        what: String,
+    },
     /// The database holds a newer schema than this library knows, and one of
     /// the migrations above this library's version no longer serves it (each
     /// records the oldest version it works with).

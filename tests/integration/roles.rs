@@ -833,6 +833,40 @@ async fn migrate_refuses_a_schema_owned_by_another_role() {
         .unwrap();
         assert_eq!(objects, 0, "schema lq {how}: migrate created objects in it");
     }
+
+    // A squatter's version table that claims to be current, as a view over a
+    // function of the squatter's: reading it would run that function as the
+    // reader. Neither migrate() nor a runtime's start reads it.
+    sqlx::raw_sql(&format!(
+        "create table lq.calls (who text);
+         grant insert on lq.calls to public;
+         create function lq.claimed_version() returns int language sql
+             as 'insert into lq.calls values (current_user) returning {}';
+         create view lq.schema_migrations as select lq.claimed_version() as version;
+         grant select on lq.schema_migrations to public;",
+        lq_runtime::SCHEMA_VERSION
+    ))
+    .execute(&squatter_pool)
+    .await
+    .unwrap();
+    let err = lq_runtime::migrate(&app_pool).await.unwrap_err();
+    assert!(
+        matches!(&err, CoreError::SchemaTampered { what } if what.contains("\"v\"")),
+        "{err:?}"
+    );
+    let started = Runtime::builder(app_pool.clone())
+        .queue("default", 1)
+        .start()
+        .await;
+    assert!(
+        started.is_err(),
+        "a runtime started on the squatter's schema"
+    );
+    let calls: i64 = sqlx::query_scalar("select count(*) from lq.calls")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(calls, 0, "the squatter's function ran");
     drop((squatter_pool, app_pool));
     drop(db);
 }
@@ -1081,6 +1115,52 @@ impl Perform for LeastUnique {
     async fn perform(&self, _ctx: &JobContext) -> Result<(), JobError> {
         Ok(())
     }
+}
+
+/// The schema's owner applies a later release's migration without CREATE on
+/// the database, which it needed only to create the schema (docs/roles.md).
+#[tokio::test]
+async fn the_schemas_owner_migrates_a_later_release_without_create_on_the_database() {
+    let mut roles = Roles::default();
+    let migrator = roles.create("lq_migrator", "").await;
+    let db = TestDb::new().await;
+    unmigrate(&db).await;
+    let name = db_name(&db).await;
+    let database_grant = |verb: &str| {
+        format!(
+            "{verb} create on database {name} {} {migrator}",
+            if verb == "grant" { "to" } else { "from" }
+        )
+    };
+    sqlx::raw_sql(&database_grant("grant"))
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let migrator_pool = pool_as(&db, &migrator, 1).await;
+    lq_runtime::migrate(&migrator_pool).await.unwrap();
+    sqlx::raw_sql(&database_grant("revoke"))
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    // A release with one more migration: the last one, not applied yet.
+    sqlx::raw_sql(&format!(
+        "drop index lq.finished_jobs_cancelled;
+         delete from lq.schema_migrations where version = {}",
+        lq_runtime::SCHEMA_VERSION
+    ))
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    lq_runtime::migrate(&migrator_pool).await.unwrap();
+    let rebuilt: bool = sqlx::query_scalar(
+        "select exists (select from pg_class where relname = 'finished_jobs_cancelled')",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert!(rebuilt, "the pending migration was applied");
+    drop(migrator_pool);
+    drop(db);
 }
 
 /// Three roles, none a superuser or the tables' owner but the migrator: the

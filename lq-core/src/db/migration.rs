@@ -35,12 +35,25 @@ pub async fn lock(conn: &mut PgConnection, lock_wait: std::time::Duration) -> Re
         .execute(&mut *conn)
         .await
         .map_err(err("migration_lock"))?;
+    // Created only when missing: `create schema if not exists` checks CREATE on
+    // the database first, which the schema's owner needs no longer once it exists.
+    let has_schema: bool = sqlx::query_scalar(
+        "select exists (select from pg_catalog.pg_namespace
+                        where nspname operator(pg_catalog.=) 'lq')",
+    )
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(err("migration_bootstrap"))?;
+    if !has_schema {
+        sqlx::Executor::execute(&mut *conn, "create schema lq")
+            .await
+            .map_err(err("migration_bootstrap"))?;
+    }
     // A plain string with no arguments goes as a simple query (several statements);
     // `sqlx::raw_sql` would do the same, but its future is not provably `Send`.
     sqlx::Executor::execute(
         &mut *conn,
-        "create schema if not exists lq;
-         create table if not exists lq.schema_migrations (
+        "create table if not exists lq.schema_migrations (
              version    integer primary key,
              name       text not null,
              applied_at timestamptz not null default now()
@@ -129,18 +142,29 @@ pub async fn oldest_build_served(conn: &mut PgConnection, known: i32) -> Result<
 }
 
 /// Applied version without taking the lock; 0 when the schema does not exist.
+///
+/// The version table is read only when it is what the migrations made: a plain
+/// table owned by the schema's owner, without row security. A view or a row
+/// policy could run code of whoever made it as the role reading it (a schema
+/// `lq` another role created first, with a version table that claims to be
+/// current): [`Error::SchemaTampered`].
 pub async fn version(conn: &mut PgConnection) -> Result<i32, Error> {
-    let exists: bool = sqlx::query_scalar(
-        "select exists (select from pg_catalog.pg_class c
-                 join pg_catalog.pg_namespace n on n.oid operator(pg_catalog.=) c.relnamespace
-                 where n.nspname operator(pg_catalog.=) 'lq'
-                   and c.relname operator(pg_catalog.=) 'schema_migrations')",
+    let found: Option<(String, bool, bool)> = sqlx::query_as(
+        "select c.relkind::text, c.relrowsecurity, c.relowner operator(pg_catalog.=) n.nspowner
+         from pg_catalog.pg_class c
+         join pg_catalog.pg_namespace n on n.oid operator(pg_catalog.=) c.relnamespace
+         where n.nspname operator(pg_catalog.=) 'lq'
+           and c.relname operator(pg_catalog.=) 'schema_migrations'",
     )
-    .fetch_one(&mut *conn)
+    .fetch_optional(&mut *conn)
     .await
     .map_err(err("migration_version"))?;
-    if !exists {
-        return Ok(0);
-    }
-    current(conn).await
+    let what = match found {
+        None => return Ok(0),
+        Some((kind, _, _)) if kind != "r" => format!("its relkind is {kind:?}, not a table"),
+        Some((_, true, _)) => "it has row-level security".to_owned(),
+        Some((_, _, false)) => "another role than the schema's owner owns it".to_owned(),
+        Some(_) => return current(conn).await,
+    };
+    Err(Error::SchemaTampered { what })
 }
