@@ -65,6 +65,19 @@ impl<'a> Input<'a> {
                 ),
             ));
         }
+        if let Data::Struct(s) = &input.data {
+            let on_a_field = s.fields.iter().flat_map(|f| &f.attrs);
+            if let Some(attr) = on_a_field.into_iter().find(|a| a.path().is_ident("job")) {
+                return Err(syn::Error::new_spanned(
+                    attr,
+                    format!(
+                        "`#[job(...)]` goes on the struct, not on a field: move it above \
+                         `struct {ident}`; a `unique_key` names fields in its template, like \
+                         \"order:{{order_id}}\""
+                    ),
+                ));
+            }
+        }
         Ok(Self { ident, fields })
     }
 

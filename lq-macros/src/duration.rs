@@ -59,6 +59,29 @@ pub(crate) fn parse_at_least(what: &str, value: &Expr, min: Duration) -> syn::Re
     Ok(d)
 }
 
+/// Parses `value` as a duration of at least `min` and at most `max`; `why_max`
+/// says why the bound is there.
+pub(crate) fn parse_between(
+    what: &str,
+    value: &Expr,
+    min: Duration,
+    max: Duration,
+    why_max: &str,
+) -> syn::Result<Spanned> {
+    let d = parse_at_least(what, value, min)?;
+    if d.value > max {
+        return Err(syn::Error::new(
+            d.lit.span(),
+            format!(
+                "`{what}` must be at most {}, got {:?}: {why_max}",
+                show(max),
+                d.lit.value()
+            ),
+        ));
+    }
+    Ok(d)
+}
+
 /// A duration as humans write it: `1s`, `1h 30m`.
 pub(crate) fn show(d: Duration) -> String {
     humantime::format_duration(d).to_string()

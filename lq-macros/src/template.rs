@@ -164,6 +164,9 @@ pub(crate) struct Template {
 pub(crate) fn resolve(lit: &LitStr, ty: &str, fields: &Fields) -> syn::Result<Template> {
     let err = |message: String| syn::Error::new(lit.span(), message);
     let pieces = parse(&lit.value()).map_err(err)?;
+    if let Some(why) = refused_at_enqueue(&pieces) {
+        return Err(err(why));
+    }
     let mut parts = Vec::new();
     for piece in &pieces {
         parts.push(match piece {
@@ -176,6 +179,40 @@ pub(crate) fn resolve(lit: &LitStr, ty: &str, fields: &Fields) -> syn::Result<Te
         escape: escape_set(&pieces).map_err(err)?,
         lit: lit.clone(),
     })
+}
+
+/// Longest unique key the database index holds, as `lq_core::MAX_UNIQUE_KEY_BYTES`.
+const MAX_UNIQUE_KEY_BYTES: usize = 2048;
+
+/// Why every key this template makes would be refused at enqueue, if it would:
+/// keys are never empty, at most [`MAX_UNIQUE_KEY_BYTES`] long, and hold no NUL.
+fn refused_at_enqueue(pieces: &[Piece]) -> Option<String> {
+    let text: String = pieces
+        .iter()
+        .filter_map(|p| match p {
+            Piece::Text(t) => Some(t.as_str()),
+            Piece::Field(_) => None,
+        })
+        .collect();
+    let has_field = pieces.iter().any(|p| matches!(p, Piece::Field(_)));
+    if pieces.is_empty() {
+        Some(
+            "`unique_key` is empty, and an empty key is refused at enqueue: write a constant \
+             (\"nightly-report\") for one live job at a time, or name fields (\"order:{order_id}\")"
+                .to_owned(),
+        )
+    } else if text.contains('\0') {
+        Some("`unique_key` holds a NUL character, which PostgreSQL text cannot store".to_owned())
+    } else if text.len() > MAX_UNIQUE_KEY_BYTES {
+        Some(format!(
+            "`unique_key`'s text is {} bytes, over the {MAX_UNIQUE_KEY_BYTES} the unique index \
+             holds{}",
+            text.len(),
+            if has_field { ", before its fields" } else { "" }
+        ))
+    } else {
+        None
+    }
 }
 
 fn member(name: &str, ty: &str, fields: &Fields, lit: &LitStr) -> Result<Member, String> {
@@ -238,6 +275,19 @@ mod tests {
             Ok(vec![Text("{x}-".into()), Field("0".into())])
         );
         assert_eq!(parse(""), Ok(vec![]));
+    }
+
+    #[test]
+    fn refuses_templates_whose_every_key_enqueue_would_refuse() {
+        let refused = |t: &str| refused_at_enqueue(&parse(t).unwrap());
+        assert!(refused("").unwrap().contains("empty"));
+        assert!(refused("a\0b").unwrap().contains("NUL"));
+        assert!(refused(&"k".repeat(2049)).unwrap().contains("2049 bytes"));
+        assert!(refused(&format!("{}{{id}}", "k".repeat(2049)))
+            .unwrap()
+            .contains("before its fields"));
+        assert_eq!(refused(&"k".repeat(2048)), None);
+        assert_eq!(refused("{id}"), None);
     }
 
     #[test]

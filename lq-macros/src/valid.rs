@@ -16,6 +16,8 @@ use crate::{duration, lit};
 const MAX_NAME_LEN: usize = 128;
 /// Shortest lease: heartbeats need time to renew it.
 const MIN_LEASE: Duration = Duration::from_secs(1);
+/// Longest `lease`: a day.
+const MAX_LEASE: Duration = Duration::from_secs(24 * 3600);
 
 /// Everything the expansion needs, checked.
 #[derive(Debug, Clone)]
@@ -120,7 +122,15 @@ pub(crate) fn validate(input: &Input<'_>, mut entries: Entries) -> syn::Result<J
     }
     if let Some(e) = entries.take("lease") {
         spec.lease = errors
-            .ok(duration::parse_at_least("lease", &e.value, MIN_LEASE))
+            .ok(duration::parse_between(
+                "lease",
+                &e.value,
+                MIN_LEASE,
+                MAX_LEASE,
+                "the heartbeat renews a lease every quarter of it while the job runs, so a \
+                 long job needs no long lease, and a crashed worker's jobs wait out the whole \
+                 lease before they are rescued",
+            ))
             .map(|d| d.value);
     }
     spec.cron = schedule(&mut entries, &mut errors);
