@@ -28,6 +28,10 @@ const MOST_INTERVAL: Duration = Duration::from_secs(24 * 3600);
 
 /// Most rows a batch setting may ask one statement for.
 const MOST_BATCH: usize = 100_000;
+/// Longest retention or grace: what `control::prune` accepts too. Past about
+/// 290,000 years `now()` minus it is out of PostgreSQL's range, and every prune
+/// would fail.
+const MOST_RETENTION: Duration = Duration::from_secs(1000 * 365 * 24 * 3600);
 
 /// Refuses settings that cannot work (intervals of zero or over a day, batches
 /// of zero or over 100,000, an owner name the database cannot store, concurrency beyond what a
@@ -85,6 +89,19 @@ pub(crate) fn validate(config: &RuntimeConfig, queues: &[(String, usize)]) -> Re
     ] {
         if n > MOST_BATCH {
             return bad(setting, "must be at most 100,000 (one statement's rows)");
+        }
+    }
+    let unknown_kind_grace = config.unknown_kind_grace.unwrap_or_default();
+    for (setting, d) in [
+        ("keep_finished", config.keep_finished),
+        ("keep_dead", config.keep_dead),
+        ("unknown_kind_grace", unknown_kind_grace),
+    ] {
+        if d > MOST_RETENTION {
+            return bad(
+                setting,
+                "must be at most 1,000 years (the database cannot subtract more from now)",
+            );
         }
     }
     if config.pool_size == Some(0) {

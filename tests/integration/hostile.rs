@@ -825,6 +825,20 @@ async fn settings_that_cannot_work_are_refused_at_start() {
             },
         ),
         (
+            "keep_dead",
+            RuntimeConfig {
+                keep_dead: Duration::MAX,
+                ..RuntimeConfig::default()
+            },
+        ),
+        (
+            "keep_finished",
+            RuntimeConfig {
+                keep_finished: Duration::from_secs(2000 * 365 * 24 * 3600),
+                ..RuntimeConfig::default()
+            },
+        ),
+        (
             "db_timeout",
             RuntimeConfig {
                 db_timeout: Duration::ZERO,
