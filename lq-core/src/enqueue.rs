@@ -200,7 +200,8 @@ fn has_nul_escape(json: &str) -> bool {
     false
 }
 
-/// Serialises a payload, refusing one over [`MAX_PAYLOAD_BYTES`] or holding a NUL.
+/// Serialises a payload, refusing one over [`MAX_PAYLOAD_BYTES`], holding a NUL,
+/// or holding a NaN or infinite number.
 fn payload_of<J: Job>(job: &J, position: Option<usize>) -> Result<String, Error> {
     let text = serde_json::to_string(job).map_err(|source| Error::Serialize {
         kind: J::KIND,
@@ -215,6 +216,14 @@ fn payload_of<J: Job>(job: &J, position: Option<usize>) -> Result<String, Error>
     }
     if has_nul_escape(&text) {
         return Err(Error::PayloadHasNul {
+            kind: J::KIND,
+            position,
+        });
+    }
+    // serde_json writes a NaN or an infinity as `null`; only a payload with a
+    // `null` in it can hold one.
+    if text.contains("null") && crate::finite_floats::holds_non_finite(job) {
+        return Err(Error::NonFiniteNumber {
             kind: J::KIND,
             position,
         });

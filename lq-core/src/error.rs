@@ -45,6 +45,16 @@ pub enum Error {
         /// Position of the job in an `enqueue_many` batch; `None` for one job.
         position: Option<usize>,
     },
+    /// The payload holds a NaN or an infinite number, which JSON cannot hold
+    /// (serde_json would write `null`, and the job would run on other data or
+    /// fail to decode); nothing was written.
+    #[error("payload of job kind {kind:?}{} holds a NaN or infinite number, which JSON cannot hold: it would be stored as null; check the value, or send it as a string", at(.position))]
+    NonFiniteNumber {
+        /// Job kind.
+        kind: &'static str,
+        /// Position of the job in an `enqueue_many` batch; `None` for one job.
+        position: Option<usize>,
+    },
     /// The metadata given with `EnqueueOptions::meta` cannot be stored; nothing
     /// was written.
     #[error("metadata of job kind {kind:?} {reason}")]

@@ -39,6 +39,7 @@ mod enqueue;
 mod enqueuer;
 mod error;
 mod error_text;
+mod finite_floats;
 mod job;
 mod job_error;
 mod job_filter;

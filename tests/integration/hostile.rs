@@ -618,6 +618,60 @@ struct NulPayload {
     text: String,
 }
 
+/// Carries numbers, one of them optional; producer only.
+#[derive(Serialize, Deserialize, Job)]
+#[job(kind = "hostile.reading", queue = "hostile_bad_keys")]
+struct Reading {
+    value: f64,
+    previous: Option<f32>,
+}
+
+#[tokio::test]
+async fn a_payload_holding_a_nan_or_an_infinity_is_refused_not_stored_as_null() {
+    // serde_json writes them as `null`: an `f64` would not decode at the claim,
+    // and an `Option` would come back `None`.
+    let db = TestDb::new().await;
+    let reading = |value: f64, previous: Option<f32>| Reading { value, previous };
+    for (i, bad) in [
+        reading(f64::NAN, None),
+        reading(1.0, Some(f32::INFINITY)),
+        reading(f64::NEG_INFINITY, Some(1.0)),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let refused = bad.enqueue(&db.pool).await;
+        assert!(
+            matches!(
+                refused,
+                Err(CoreError::NonFiniteNumber {
+                    kind: "hostile.reading",
+                    position: None,
+                })
+            ),
+            "case {i}: {refused:?}"
+        );
+    }
+    let batch = [reading(1.0, None), reading(2.0, Some(f32::NAN))];
+    let mut tx = db.pool.begin().await.unwrap();
+    let many = Reading::enqueue_many(&mut *tx, batch, EnqueueOptions::new()).await;
+    assert!(
+        matches!(
+            many,
+            Err(CoreError::NonFiniteNumber {
+                kind: "hostile.reading",
+                position: Some(1),
+            })
+        ),
+        "{many:?}"
+    );
+    tx.commit().await.unwrap();
+    assert_eq!(live_jobs(&db).await, 0, "nothing of a refused call written");
+    // A null that is a real `None` is no NaN.
+    reading(1.0, None).enqueue(&db.pool).await.unwrap();
+    assert_eq!(live_jobs(&db).await, 1);
+}
+
 async fn live_jobs(db: &TestDb) -> i64 {
     sqlx::query_scalar("select count(*) from lq.jobs")
         .fetch_one(&db.pool)
