@@ -80,19 +80,24 @@ impl EnqueueOptions {
         self
     }
 
-    /// Run no earlier than `at` (wins over [`EnqueueOptions::delay`]).
+    /// Run no earlier than `at` (wins over [`EnqueueOptions::delay`]). A time
+    /// before the year 1 is taken as the start of the year 1 (due now either
+    /// way): PostgreSQL stores nothing before 4713 BC.
     pub fn run_at(mut self, at: DateTime<Utc>) -> Self {
-        self.run_at = Some(at);
+        self.run_at = Some(at.max(earliest_run_at()));
         self
     }
 
-    /// Run no earlier than `delay` after the database's `now()`.
+    /// Run no earlier than `delay` after the database's `now()`; at most a
+    /// hundred years ("never" in practice, as a snooze or backoff is bounded):
+    /// `Duration::MAX` would pass PostgreSQL's last timestamp.
     pub fn delay(mut self, delay: Duration) -> Self {
-        self.delay = Some(delay);
+        self.delay = Some(delay.min(MOST_DELAY));
         self
     }
 
-    /// Allow `n` attempts instead of the type's `max_attempts`.
+    /// Allow `n` attempts instead of the type's `max_attempts`; 0 is taken as 1,
+    /// since the first run is an attempt.
     pub fn max_attempts(mut self, n: u32) -> Self {
         self.max_attempts = Some(n);
         self
@@ -153,6 +158,14 @@ impl EnqueueOptions {
             meta,
         })
     }
+}
+
+/// Longest [`EnqueueOptions::delay`]: a hundred years.
+const MOST_DELAY: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
+/// Earliest [`EnqueueOptions::run_at`] kept as given: the start of the year 1.
+fn earliest_run_at() -> DateTime<Utc> {
+    DateTime::from_timestamp(-62_135_596_800, 0).expect("0001-01-01T00:00:00Z is in range")
 }
 
 /// Longest unique key, in bytes. The key and the kind share one entry of a btree

@@ -409,3 +409,34 @@ async fn the_wake_up_notify_skips_the_wal_flush_for_its_own_transaction_only() {
         .unwrap();
     assert_eq!(after, before);
 }
+
+#[tokio::test]
+async fn a_delay_or_run_time_past_what_postgres_stores_is_bounded_not_an_error() {
+    // `Duration::MAX` ("never") and a time before 4713 BC would each fail the
+    // insert with a raw database error.
+    let db = TestDb::new().await;
+    let never = Noop { n: 1 }
+        .enqueue_with(&db.pool, EnqueueOptions::new().delay(Duration::MAX))
+        .await
+        .unwrap()
+        .id;
+    let long_ago = Noop { n: 2 }
+        .enqueue_with(
+            &db.pool,
+            EnqueueOptions::new().run_at(chrono::DateTime::<chrono::Utc>::MIN_UTC),
+        )
+        .await
+        .unwrap()
+        .id;
+    let (years_ahead, due_now): (f64, bool) = sqlx::query_as(
+        "select extract(year from age(a.run_at, now()))::float8, b.run_at <= now()
+         from lq.jobs a, lq.jobs b where a.id = $1 and b.id = $2",
+    )
+    .bind(never)
+    .bind(long_ago)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert!((99.0..=100.0).contains(&years_ahead), "{years_ahead}");
+    assert!(due_now);
+}
