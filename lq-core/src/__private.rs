@@ -69,6 +69,11 @@ pub fn default_payload<T: Job + Default>() -> serde_json::Value {
     serde_json::to_value(T::default()).unwrap_or(serde_json::Value::Null)
 }
 
+/// The unique key of a cron job's tick (`T::default()`'s), if the type has one.
+pub fn default_unique_key<T: Job + Default>() -> Option<String> {
+    T::default().unique_key()
+}
+
 /// A readable compile error when a cron job cannot be built without arguments.
 #[diagnostic::on_unimplemented(
     message = "a cron job must be buildable without arguments, and `{Self}` does not implement `Default`",

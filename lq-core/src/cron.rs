@@ -258,12 +258,24 @@ pub async fn fire_due(
         next_tick: schedule.next_after(now),
         ..FireReport::default()
     };
+    // A tick whose key a live job holds (the last tick's job still queued or
+    // running, when the type has a `unique_key`) enqueues nothing.
+    let key = options.cron.as_ref().and_then(|c| (c.unique_key)());
     for (tick, catch_up) in plan.fire {
         let covered = if catch_up { plan.missed } else { 1 };
         let covered = u32::try_from(covered).unwrap_or(u32::MAX);
         let meta = CronTick::new(tick, catch_up, covered).to_meta();
-        if let Some(id) =
-            db::cron::cron_tick_fire(&mut tx, kind, options, payload, tick, catch_up, &meta).await?
+        if let Some(id) = db::cron::cron_tick_fire(
+            &mut tx,
+            kind,
+            options,
+            payload,
+            key.as_deref(),
+            tick,
+            catch_up,
+            &meta,
+        )
+        .await?
         {
             report.fired.push((tick, id));
         }

@@ -88,6 +88,9 @@ pub struct CronSpec {
     pub catch_up: CatchUp,
     /// Builds the payload for one tick (the type's `Default`).
     pub build: fn() -> serde_json::Value,
+    /// The unique key of one tick's job (the `Default`'s), if the type has a
+    /// `unique_key`: a tick whose key a live job holds enqueues nothing.
+    pub unique_key: fn() -> Option<String>,
 }
 
 /// A job type: a serde payload with a kind name and per-type options.

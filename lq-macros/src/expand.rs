@@ -54,7 +54,8 @@ pub(crate) fn expand(spec: &JobSpec, krate: &TokenStream) -> TokenStream {
     }
 }
 
-/// The `Default` assertion and `__lq_cron_payload`, the `CronSpec::build` of a cron job.
+/// The `Default` assertion, `__lq_cron_payload` (the `CronSpec::build` of a cron
+/// job) and `__lq_cron_unique_key` (its `CronSpec::unique_key`).
 ///
 /// The payload function picks `default_payload::<T>` by autoref specialisation, so
 /// a type without `Default` reports only the readable `assert_cron_default` error
@@ -84,6 +85,26 @@ fn cron_payload(ty: &syn::Ident) -> TokenStream {
                 }
             }
             (&__lq::__private::Probe::<#ty>::new()).payload()
+        }
+
+        fn __lq_cron_unique_key() -> ::core::option::Option<::std::string::String> {
+            trait ViaDefault {
+                fn key(&self) -> ::core::option::Option<::std::string::String>;
+            }
+            impl<T: __lq::Job + ::core::default::Default> ViaDefault for __lq::__private::Probe<T> {
+                fn key(&self) -> ::core::option::Option<::std::string::String> {
+                    __lq::__private::default_unique_key::<T>()
+                }
+            }
+            trait NoDefault {
+                fn key(&self) -> ::core::option::Option<::std::string::String>;
+            }
+            impl<T> NoDefault for &__lq::__private::Probe<T> {
+                fn key(&self) -> ::core::option::Option<::std::string::String> {
+                    ::core::option::Option::None
+                }
+            }
+            (&__lq::__private::Probe::<#ty>::new()).key()
         }
     }
 }
@@ -117,6 +138,7 @@ fn options(spec: &JobSpec) -> TokenStream {
                 tz: #tz,
                 catch_up: #catch_up,
                 build: __lq_cron_payload,
+                unique_key: __lq_cron_unique_key,
             }))
         }
         None => quote!(::core::option::Option::None),

@@ -23,6 +23,16 @@ impl Perform for EverySecond {
     }
 }
 
+/// Every second, one live job at a time (producer only: fired by hand below).
+#[derive(Serialize, Deserialize, Default, Job)]
+#[job(
+    kind = "test.every_second_unique",
+    queue = "cron-unique",
+    cron = "* * * * * *",
+    unique_key = "sweep"
+)]
+pub struct EverySecondUnique;
+
 fn t(s: &str) -> DateTime<Utc> {
     s.parse().unwrap()
 }
@@ -365,4 +375,61 @@ async fn a_schedule_describes_itself_and_shows_its_next_tick() {
         "{next} {}",
         s.last_tick
     );
+}
+
+/// A recurring type with a `unique_key`: a tick while the last tick's job is
+/// still live records the tick and enqueues nothing, so jobs do not pile up
+/// behind a slow or paused queue.
+#[tokio::test]
+async fn a_tick_whose_unique_key_a_live_job_holds_enqueues_nothing() {
+    let db = TestDb::new().await;
+    let mut conn = db.pool.acquire().await.unwrap();
+    let kind = EverySecondUnique::KIND;
+    let first = fire(&mut conn, "2030-01-01T00:00:00.500Z").await;
+    assert!(
+        first.fired.is_empty(),
+        "the first pass only starts the schedule"
+    );
+    let second = fire(&mut conn, "2030-01-01T00:00:01.500Z").await;
+    assert_eq!(second.fired.len(), 1, "{second:?}");
+    let held = second.fired[0].1;
+    let third = fire(&mut conn, "2030-01-01T00:00:02.500Z").await;
+    assert!(third.fired.is_empty(), "the key is held: {third:?}");
+    let ticks: i64 = sqlx::query_scalar("select count(*) from lq.cron_ticks where kind = $1")
+        .bind(kind)
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        ticks, 2,
+        "the held tick is recorded, so it is not fired again"
+    );
+    let live: Vec<(i64, Option<String>)> =
+        sqlx::query_as("select id, unique_key from lq.jobs where kind = $1")
+            .bind(kind)
+            .fetch_all(&db.pool)
+            .await
+            .unwrap();
+    assert_eq!(live, vec![(held, Some("sweep".to_owned()))]);
+
+    // Once that job ends, the next tick enqueues again.
+    db.finish(held, "succeeded", 0.0).await;
+    let fourth = fire(&mut conn, "2030-01-01T00:00:03.500Z").await;
+    assert_eq!(fourth.fired.len(), 1, "{fourth:?}");
+}
+
+/// One pass of [`EverySecondUnique`]'s schedule at `now`.
+async fn fire(conn: &mut sqlx::PgConnection, now: &str) -> lq_runtime::cron::FireReport {
+    let schedule = Schedule::parse("* * * * * *", "UTC").unwrap();
+    fire_due(
+        conn,
+        EverySecondUnique::KIND,
+        &EverySecondUnique::OPTIONS,
+        &schedule,
+        CatchUp::Once,
+        "null",
+        Some(t(now)),
+    )
+    .await
+    .unwrap()
 }

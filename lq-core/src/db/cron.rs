@@ -37,13 +37,17 @@ pub async fn cron_schedule_lock(
     .map_err(err("cron_schedule_lock"))
 }
 
-/// Records `tick` and enqueues its job, both or neither; `None` when the tick was
-/// already fired (the primary key holds).
+/// Records `tick` and enqueues its job, both or neither, except that a job
+/// whose `unique_key` a live job of its kind holds is not enqueued (the tick is
+/// still recorded, so it is not fired again); `None` when the tick was already
+/// fired (the primary key holds) or the key was held.
+#[allow(clippy::too_many_arguments)]
 pub async fn cron_tick_fire(
     conn: &mut PgConnection,
     kind: &str,
     options: &JobOptions,
     payload: &str,
+    unique_key: Option<&str>,
     tick: DateTime<Utc>,
     catch_up: bool,
     meta: &serde_json::Value,
@@ -56,9 +60,10 @@ pub async fn cron_tick_fire(
              on conflict do nothing
              returning job_id
          ), job as (
-             insert into lq.jobs (id, kind, queue, priority, payload, max_attempts, meta)
+             insert into lq.jobs (id, kind, queue, priority, payload, max_attempts, meta, unique_key)
              overriding system value
-             select tick.job_id, $1, $2, $3, $4::jsonb, $6, $8 from tick
+             select tick.job_id, $1, $2, $3, $4::jsonb, $6, $8, $9 from tick
+             on conflict (kind, unique_key) where unique_key is not null do nothing
              returning id
          )
          select id from job
@@ -72,6 +77,7 @@ pub async fn cron_tick_fire(
     .bind(options.max_attempts.min(i32::MAX as u32) as i32)
     .bind(catch_up)
     .bind(meta)
+    .bind(unique_key)
     .fetch_optional(&mut *conn)
     .await
     .map_err(err("cron_tick_fire"))
