@@ -235,6 +235,9 @@ pub async fn fire_due(
     now: Option<DateTime<Utc>>,
 ) -> Result<FireReport, Error> {
     let mut tx = conn.begin().await.map_err(db::err("cron_begin"))?;
+    // Public, and so called on any connection: its statements name functions
+    // and types unqualified.
+    db::pin_search_path(&mut tx).await?;
     let Some((now, last)) = db::cron::cron_schedule_lock(&mut tx, kind, now).await? else {
         return Ok(FireReport {
             busy: true,

@@ -775,6 +775,23 @@ async fn a_hostile_search_path_runs_no_function_of_another_role() {
         .unwrap();
     assert_eq!(all.len(), sent.len() + 2 + unique_ids.len());
     control::oldest_transaction_age(&app).await.unwrap();
+    // A recurring job fired by hand on the application's connection.
+    let mut conn = app.acquire().await.unwrap();
+    let schedule = lq_runtime::cron::Schedule::parse("* * * * * *", "UTC").unwrap();
+    for now in ["2030-01-01T00:00:00.500Z", "2030-01-01T00:00:01.500Z"] {
+        lq_runtime::cron::fire_due(
+            &mut conn,
+            crate::cron::EverySecond::KIND,
+            &crate::cron::EverySecond::OPTIONS,
+            &schedule,
+            lq_runtime::CatchUp::Once,
+            "null",
+            Some(now.parse().unwrap()),
+        )
+        .await
+        .unwrap();
+    }
+    drop(conn);
 
     let (notes, seq_after) = hijack_notes(&db).await;
     assert!(

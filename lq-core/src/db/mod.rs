@@ -250,6 +250,17 @@ pub async fn pin_transaction(
     Ok(())
 }
 
+/// Pins [`SEARCH_PATH`] for the rest of the current transaction only, for a call
+/// on the application's own connection that sets no bound of its own.
+pub async fn pin_search_path(conn: &mut sqlx::PgConnection) -> Result<(), Error> {
+    sqlx::query("select pg_catalog.set_config('search_path', $1, true)")
+        .bind(SEARCH_PATH)
+        .execute(conn)
+        .await
+        .map_err(err("pin_search_path"))?;
+    Ok(())
+}
+
 /// Maps a driver error to [`Error::Database`] for statement `op`.
 pub fn err(op: &'static str) -> impl Fn(sqlx::Error) -> Error {
     move |source| Error::Database { op, source }
