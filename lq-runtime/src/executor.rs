@@ -243,10 +243,32 @@ async fn wait_for_handler(
         );
         let counter = &shared.stats.released;
         let tallied = tally.map(|t| (t, Recorded::Released));
-        if release(shared, queue, id, token, counter, tallied).await {
-            return Waited::HandedBack;
+        match release(shared, queue, id, token, counter, tallied).await {
+            Released::Yes => return Waited::HandedBack,
+            // Nothing was written: the job keeps its lease, and waits on.
+            Released::Refused => {}
+            // It may be back in the queue, and another worker may run it: not
+            // here, so it runs twice only if its lease expires first.
+            Released::Unknown => {
+                warn!(
+                    id,
+                    "whether the job was handed back is unknown; it is not run here, and returns when its lease expires if it was not"
+                );
+                return Waited::HandedBack;
+            }
         }
     }
+}
+
+/// What a hand-back ([`release`]) came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Released {
+    /// Written (or the lease was already lost): the job is not this runtime's.
+    Yes,
+    /// The server refused the write: nothing changed, the lease is held.
+    Refused,
+    /// No answer (a timeout, a broken connection): it may or may not be written.
+    Unknown,
 }
 
 /// Tries of one outcome write before it is left to the lease's expiry (about 16 s
@@ -402,8 +424,8 @@ fn tally(shared: &Shared, job: Attempt<'_>, recorded: Recorded) {
 /// too long for a handler), or ends it `cancelled` when its cancellation was
 /// requested; adds one to `counter` when the lease was still held. A job back in
 /// the queue wakes the runtimes waiting for work there (a NOTIFY), so one with
-/// a free handler takes it at once rather than at its next poll. False when the
-/// write got no answer: the job keeps its lease until it expires.
+/// a free handler takes it at once rather than at its next poll. On a failure
+/// the job keeps its lease until it expires, if the write did not land.
 async fn release(
     shared: &Shared,
     queue: &str,
@@ -411,7 +433,7 @@ async fn release(
     token: Uuid,
     counter: &AtomicU64,
     tally: Option<(&Tally, Recorded)>,
-) -> bool {
+) -> Released {
     let r = shared
         .with_conn("job_release_many", |mut conn| async move {
             let ids = db::finish::job_release_many(&mut conn, &[id], &[token]).await?;
@@ -440,15 +462,41 @@ async fn release(
         }
         Err(e) => {
             warn!(id, error = %chain(&e), "could not hand the job back; unless it runs here, it returns when its lease expires");
-            return false;
+            return if refused(&e) {
+                Released::Refused
+            } else {
+                Released::Unknown
+            };
         }
     }
-    true
+    Released::Yes
+}
+
+/// Whether `e` is the server refusing a statement, which then changed nothing:
+/// an error it sent, other than one that ends the session (class 08, a lost
+/// connection; 57P, the server shutting down), after which a commit's outcome
+/// is not known.
+fn refused(e: &lq_core::Error) -> bool {
+    db::sqlstate(e).is_some_and(|s| !s.starts_with("08") && !s.starts_with("57P"))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_hand_back_that_got_no_answer_is_not_taken_as_refused() {
+        let timed_out = lq_core::Error::Timeout {
+            op: "job_release_many",
+            after: std::time::Duration::from_secs(10),
+        };
+        assert!(!refused(&timed_out), "a timeout may have committed");
+        let io = lq_core::Error::Database {
+            op: "job_release_many",
+            source: sqlx::Error::Io(std::io::Error::other("connection reset")),
+        };
+        assert!(!refused(&io), "a broken connection may have committed");
+    }
 
     /// The size of the future `f` returns, without calling it.
     fn future_size<A, B, C, D, F>(_: impl FnOnce(A, B, C, D) -> F) -> usize {
