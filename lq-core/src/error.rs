@@ -113,6 +113,18 @@ pub enum Error {
         /// Version this library needs.
         needed: i32,
     },
+    /// The `lq` schema is older than this library, and the role calling
+    /// `migrate()` does not own it (a worker starting before the release's
+    /// migration ran): its owner must migrate it.
+    #[error("the lq schema is at version {found}, this library needs {needed}, and only its owner {owner:?} can migrate it: run `lq migrate` (or lq_runtime::migrate) as that role")]
+    SchemaBehind {
+        /// Version found in the database.
+        found: i32,
+        /// Version this library needs.
+        needed: i32,
+        /// The role that owns the schema.
+        owner: String,
+    },
     /// Schema `lq` is owned by a role the migrating role is not a member of, so
     /// `migrate()` will not change it (that role could replace its tables).
     #[error("schema lq is owned by role {owner:?}, which this role is not a member of: migrate as that role, or drop the schema if you did not create it")]

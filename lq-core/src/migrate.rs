@@ -187,6 +187,14 @@ async fn apply_all(pool: &PgPool, bound: Duration) -> Result<(), Error> {
     let mut tx = conn.begin().await.map_err(db::err("migrate"))?;
     db::pin_transaction(&mut tx, bound).await?;
     if let Some(owner) = db::migration::schema_foreign_owner(&mut tx).await? {
+        if found > 0 {
+            // litequeue's schema, only behind: its owner migrates it.
+            return Err(Error::SchemaBehind {
+                found,
+                needed: SCHEMA_VERSION,
+                owner,
+            });
+        }
         return Err(Error::SchemaNotOwned { owner });
     }
     db::migration::lock(&mut tx, LOCK_WAIT).await?;

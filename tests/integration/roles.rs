@@ -1135,11 +1135,13 @@ impl Perform for LeastUnique {
 }
 
 /// The schema's owner applies a later release's migration without CREATE on
-/// the database, which it needed only to create the schema (docs/roles.md).
+/// the database, which it needed only to create the schema (docs/roles.md); a
+/// worker that starts first is told to let the owner migrate.
 #[tokio::test]
 async fn the_schemas_owner_migrates_a_later_release_without_create_on_the_database() {
     let mut roles = Roles::default();
     let migrator = roles.create("lq_migrator", "").await;
+    let worker = roles.create("lq_worker", "").await;
     let db = TestDb::new().await;
     unmigrate(&db).await;
     let name = db_name(&db).await;
@@ -1155,6 +1157,8 @@ async fn the_schemas_owner_migrates_a_later_release_without_create_on_the_databa
         .unwrap();
     let migrator_pool = pool_as(&db, &migrator, 1).await;
     lq_runtime::migrate(&migrator_pool).await.unwrap();
+    grant(&migrator_pool, WORKER_GRANTS, &worker).await;
+    let worker_pool = pool_as(&db, &worker, 1).await;
     sqlx::raw_sql(&database_grant("revoke"))
         .execute(&db.pool)
         .await
@@ -1168,6 +1172,11 @@ async fn the_schemas_owner_migrates_a_later_release_without_create_on_the_databa
     .execute(&db.pool)
     .await
     .unwrap();
+    let early = lq_runtime::migrate(&worker_pool).await.unwrap_err();
+    assert!(
+        matches!(&early, CoreError::SchemaBehind { owner, .. } if *owner == migrator),
+        "{early:?}"
+    );
     lq_runtime::migrate(&migrator_pool).await.unwrap();
     let rebuilt: bool = sqlx::query_scalar(
         "select exists (select from pg_class where relname = 'finished_jobs_cancelled')",
@@ -1176,7 +1185,8 @@ async fn the_schemas_owner_migrates_a_later_release_without_create_on_the_databa
     .await
     .unwrap();
     assert!(rebuilt, "the pending migration was applied");
-    drop(migrator_pool);
+    lq_runtime::migrate(&worker_pool).await.unwrap();
+    drop((migrator_pool, worker_pool));
     drop(db);
 }
 
