@@ -8,14 +8,17 @@ use super::err;
 use crate::Error;
 
 /// The rows a claim may take from the queue named by `$queue` (SQL text): queued,
-/// due, of a kind in `$2`, the queue not paused. Shared by [`job_claim`] and
-/// [`queues_ready`], so the poll wakes a queue exactly when its claim would find work.
+/// due by `$clock`, of a kind in `$2`, the queue not paused. Shared by
+/// [`job_claim`] and [`queues_ready`], so the poll wakes a queue exactly when its
+/// claim would find work.
 macro_rules! claimable_in {
-    ($queue:literal) => {
+    ($queue:literal, $clock:literal) => {
         concat!(
             "state = 'queued' and queue = ",
             $queue,
-            " and run_at <= statement_timestamp() and kind = any($2)
+            " and run_at <= ",
+            $clock,
+            " and kind = any($2)
                and not exists (select from lq.queues q where q.name = ",
             $queue,
             " and q.paused_at is not null)"
@@ -49,20 +52,21 @@ pub struct ClaimedJob {
     pub meta: Option<String>,
 }
 
-/// The locking select and the update shared by [`job_claim`] and
-/// [`job_claim_gated`] (SQL text, `$gate` a condition on the gate, or `true`).
-/// Its clock is `statement_timestamp()`, not `now()`: [`job_claim_in_turn`] claims
-/// in a transaction that began before it waited for its slot, and `now()` there
-/// would start the attempt, and its lease, at the start of the wait (a wait longer
-/// than the lease would hand the rescuer jobs a healthy worker holds). On its own
-/// the statement is its transaction, and the two are the same.
+/// The locking select and the update shared by [`job_claim`],
+/// [`job_claim_gated`] and [`job_claim_in_turn`] (SQL text, `$gate` a condition
+/// on the gate, or `true`; `$clock` the time the attempt starts). A statement of
+/// its own is its transaction, and reads `now()`; [`job_claim_in_turn`] claims in
+/// a transaction that began before it waited for its slot, where `now()` would
+/// start the attempt, and its lease, at the start of the wait (a wait longer than
+/// the lease would hand the rescuer jobs a healthy worker holds), so it reads
+/// `statement_timestamp()`.
 macro_rules! claim_statement {
-    ($gate:literal) => {
+    ($gate:literal, $clock:literal) => {
         concat!(
             "picked as materialized (
              select id from lq.jobs
              where ",
-            claimable_in!("$1"),
+            claimable_in!("$1", $clock),
             " and ",
             $gate,
             "
@@ -72,9 +76,13 @@ macro_rules! claim_statement {
          ),
          claimed as (
              update lq.jobs j
-             set state = 'running', attempts = j.attempts + 1, started_at = statement_timestamp(),
+             set state = 'running', attempts = j.attempts + 1, started_at = ",
+            $clock,
+            ",
                  lease_token = lease.token, lease_owner = $4,
-                 lease_expires_at = statement_timestamp() + make_interval(secs => ($5::float8[])[array_position($2::text[], j.kind)])
+                 lease_expires_at = ",
+            $clock,
+            " + make_interval(secs => ($5::float8[])[array_position($2::text[], j.kind)])
              from rows from (unnest(array(select id from picked)), unnest($6::uuid[])) as lease(id, token)
              where j.id = lease.id
              returning j.id, j.kind, j.payload::text as payload, j.attempts, j.max_attempts, j.lease_token,
@@ -118,7 +126,7 @@ pub async fn job_claim(
     limit: i64,
     owner: &str,
 ) -> Result<Vec<ClaimedJob>, Error> {
-    sqlx::query_as(concat!("with ", claim_statement!("true")))
+    sqlx::query_as(concat!("with ", claim_statement!("true", "now()")))
         .bind(queue)
         .bind(kinds)
         .bind(limit)
@@ -199,7 +207,7 @@ pub async fn job_claim_gated(
                  where pg_try_advisory_xact_lock($7 + slot, hashtext($1))
              ) as open
          ), ",
-        claim_statement!("(select open from gate)"),
+        claim_statement!("(select open from gate)", "now()"),
         "
          union all
          select 0, '', '', 0, 0, '00000000-0000-0000-0000-000000000000'::uuid,
@@ -288,7 +296,19 @@ pub async fn job_claim_in_turn(
         }
         Err(e) => return Err(e),
     }
-    let jobs = spec.claim(&mut tx).await?;
+    let jobs = sqlx::query_as(concat!(
+        "with ",
+        claim_statement!("true", "statement_timestamp()")
+    ))
+    .bind(spec.queue)
+    .bind(spec.kinds)
+    .bind(spec.limit)
+    .bind(spec.owner)
+    .bind(spec.lease_secs)
+    .bind(mint_lease_tokens(usize::try_from(spec.limit).unwrap_or(0))?)
+    .fetch_all(&mut *tx)
+    .await
+    .map_err(err("job_claim"))?;
     tx.commit().await.map_err(err("job_claim"))?;
     Ok(Turn::Claimed(jobs))
 }
@@ -326,7 +346,7 @@ pub async fn queues_ready(
     sqlx::query_scalar(concat!(
         "select w.name from unnest($1::text[]) as w(name)
          where exists (select from lq.jobs where ",
-        claimable_in!("w.name"),
+        claimable_in!("w.name", "now()"),
         ")"
     ))
     .bind(queues)
