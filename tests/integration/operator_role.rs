@@ -18,7 +18,8 @@ const OPERATOR_GRANTS: &str = "
     grant select, insert, update, delete on lq.jobs, lq.finished_jobs to {role};
     grant select, insert, update on lq.queues to {role};
     grant select on lq.all_jobs, lq.runtimes, lq.leader, lq.cron_schedules, lq.cron_ticks, lq.stats_minute,
-        lq.schema_migrations to {role};";
+        lq.schema_migrations to {role};
+    grant pg_monitor to {role};";
 
 /// A read-only operator: SELECT on every table.
 const READER_GRANTS: &str = "
@@ -109,4 +110,42 @@ async fn an_operator_with_the_documented_grants_can_do_everything_and_a_reader_o
             .unwrap(),
         1
     );
+}
+
+#[tokio::test]
+async fn the_doctor_says_when_it_cannot_see_other_roles_transactions() {
+    // PostgreSQL hides when another role's transaction began from a role
+    // without pg_read_all_stats: a transaction the application left open would
+    // read as none, and the check pass.
+    let mut roles = Roles::default();
+    let operator = roles.create("lq_op", "").await;
+    let reader = roles.create("lq_ro", "").await;
+    let db = TestDb::new().await;
+    grant(&db.pool, OPERATOR_GRANTS, &operator).await;
+    grant(&db.pool, READER_GRANTS, &reader).await;
+    let mut open = db.pool.begin().await.unwrap();
+    sqlx::query("select pg_current_xact_id()")
+        .execute(&mut *open)
+        .await
+        .unwrap();
+    let transactions = |checks: Vec<control::Check>| {
+        checks
+            .into_iter()
+            .find(|c| c.name == "transactions")
+            .expect("a transactions check")
+    };
+    let blind = transactions(
+        control::doctor(&pool_as(&db, &reader, 1).await)
+            .await
+            .unwrap(),
+    );
+    assert!(!blind.ok, "{blind:?}");
+    assert!(blind.detail.contains("pg_monitor"), "{blind:?}");
+    let seeing = transactions(
+        control::doctor(&pool_as(&db, &operator, 1).await)
+            .await
+            .unwrap(),
+    );
+    assert!(seeing.ok, "{seeing:?}");
+    open.rollback().await.unwrap();
 }

@@ -105,15 +105,23 @@ pub async fn doctor(pool: &PgPool) -> Result<Vec<Check>, Error> {
         },
     });
     let xact = f.oldest_xact_secs.unwrap_or(0.0);
+    let young = xact < OLD_TRANSACTION.as_secs_f64();
     checks.push(Check {
         name: "transactions",
-        ok: xact < OLD_TRANSACTION.as_secs_f64(),
+        ok: young && f.sees_all_sessions,
         detail: format!(
-            "oldest open transaction {xact:.0} s{}",
-            if xact < OLD_TRANSACTION.as_secs_f64() {
-                String::new()
+            "oldest open transaction {xact:.0} s{}{}",
+            if young {
+                ""
             } else {
-                " old: it holds back vacuum, and the queue slows down until it ends".to_owned()
+                " old: it holds back vacuum, and the queue slows down until it ends"
+            },
+            if f.sees_all_sessions {
+                ""
+            } else {
+                " among this role's own sessions: PostgreSQL hides when other roles' \
+                 transactions began, so one left open by the application would not show; \
+                 grant this role pg_monitor"
             }
         ),
     });

@@ -12,8 +12,13 @@ pub struct Figures {
     pub autovacuum: bool,
     /// `lq.jobs`'s storage options that turn autovacuum off, if any.
     pub jobs_autovacuum_off: bool,
-    /// Seconds the oldest open transaction of this database has been open.
+    /// Seconds the oldest open transaction of this database has been open,
+    /// among the sessions this role may see.
     pub oldest_xact_secs: Option<f64>,
+    /// Whether this role sees every session's transaction (`pg_read_all_stats`,
+    /// which `pg_monitor` includes): PostgreSQL hides when another role's
+    /// transaction began from a role without it.
+    pub sees_all_sessions: bool,
     /// Live and dead row versions of `lq.jobs` (statistics, not exact).
     pub jobs_live_rows: i64,
     pub jobs_dead_rows: i64,
@@ -37,6 +42,7 @@ pub async fn doctor_figures(conn: &mut PgConnection, stale_secs: f64) -> Result<
               from pg_catalog.pg_stat_activity
               where datname = pg_catalog.current_database() and xact_start is not null
                 and pid <> pg_catalog.pg_backend_pid()) as oldest_xact_secs,
+             pg_catalog.pg_has_role(current_user, 'pg_read_all_stats', 'USAGE') as sees_all_sessions,
              coalesce((select n_live_tup from pg_catalog.pg_stat_user_tables
                        where schemaname = 'lq' and relname = 'jobs'), 0) as jobs_live_rows,
              coalesce((select n_dead_tup from pg_catalog.pg_stat_user_tables
