@@ -325,11 +325,21 @@ async fn fire_every_second(
     kind: &str,
     now: &str,
 ) -> lq_runtime::cron::FireReport {
+    fire_every_second_with(conn, kind, &EverySecond::OPTIONS, now).await
+}
+
+/// [`fire_every_second`] with the options of another recurring type.
+async fn fire_every_second_with(
+    conn: &mut sqlx::PgConnection,
+    kind: &str,
+    options: &lq_runtime::JobOptions,
+    now: &str,
+) -> lq_runtime::cron::FireReport {
     let schedule = Schedule::parse("* * * * * *", "UTC").unwrap();
     fire_due(
         conn,
         kind,
-        &EverySecond::OPTIONS,
+        options,
         &schedule,
         CatchUp::Once,
         "null",
@@ -385,15 +395,19 @@ async fn a_tick_whose_unique_key_a_live_job_holds_enqueues_nothing() {
     let db = TestDb::new().await;
     let mut conn = db.pool.acquire().await.unwrap();
     let kind = EverySecondUnique::KIND;
-    let first = fire(&mut conn, "2030-01-01T00:00:00.500Z").await;
+    async fn fire_unique(conn: &mut sqlx::PgConnection, now: &str) -> lq_runtime::cron::FireReport {
+        let options = &EverySecondUnique::OPTIONS;
+        fire_every_second_with(conn, EverySecondUnique::KIND, options, now).await
+    }
+    let first = fire_unique(&mut conn, "2030-01-01T00:00:00.500Z").await;
     assert!(
         first.fired.is_empty(),
         "the first pass only starts the schedule"
     );
-    let second = fire(&mut conn, "2030-01-01T00:00:01.500Z").await;
+    let second = fire_unique(&mut conn, "2030-01-01T00:00:01.500Z").await;
     assert_eq!(second.fired.len(), 1, "{second:?}");
     let held = second.fired[0].1;
-    let third = fire(&mut conn, "2030-01-01T00:00:02.500Z").await;
+    let third = fire_unique(&mut conn, "2030-01-01T00:00:02.500Z").await;
     assert!(third.fired.is_empty(), "the key is held: {third:?}");
     let ticks: i64 = sqlx::query_scalar("select count(*) from lq.cron_ticks where kind = $1")
         .bind(kind)
@@ -414,22 +428,6 @@ async fn a_tick_whose_unique_key_a_live_job_holds_enqueues_nothing() {
 
     // Once that job ends, the next tick enqueues again.
     db.finish(held, "succeeded", 0.0).await;
-    let fourth = fire(&mut conn, "2030-01-01T00:00:03.500Z").await;
+    let fourth = fire_unique(&mut conn, "2030-01-01T00:00:03.500Z").await;
     assert_eq!(fourth.fired.len(), 1, "{fourth:?}");
-}
-
-/// One pass of [`EverySecondUnique`]'s schedule at `now`.
-async fn fire(conn: &mut sqlx::PgConnection, now: &str) -> lq_runtime::cron::FireReport {
-    let schedule = Schedule::parse("* * * * * *", "UTC").unwrap();
-    fire_due(
-        conn,
-        EverySecondUnique::KIND,
-        &EverySecondUnique::OPTIONS,
-        &schedule,
-        CatchUp::Once,
-        "null",
-        Some(t(now)),
-    )
-    .await
-    .unwrap()
 }

@@ -126,16 +126,33 @@ pub async fn job_claim(
     limit: i64,
     owner: &str,
 ) -> Result<Vec<ClaimedJob>, Error> {
-    sqlx::query_as(concat!("with ", claim_statement!("true", "now()")))
-        .bind(queue)
-        .bind(kinds)
-        .bind(limit)
-        .bind(owner)
-        .bind(lease_secs)
-        .bind(mint_lease_tokens(usize::try_from(limit).unwrap_or(0))?)
+    let spec = ClaimSpec {
+        queue,
+        kinds,
+        lease_secs,
+        limit,
+        owner,
+    };
+    claim_query(concat!("with ", claim_statement!("true", "now()")), spec)?
         .fetch_all(&mut *conn)
         .await
         .map_err(err("job_claim"))
+}
+
+/// `sql`, a [`claim_statement!`], with `spec` bound as `$1`–`$5` and a fresh lease
+/// token for each job it may claim as `$6`.
+fn claim_query<'q>(
+    sql: &'q str,
+    spec: ClaimSpec<'q>,
+) -> Result<sqlx::query::QueryAs<'q, sqlx::Postgres, ClaimedJob, sqlx::postgres::PgArguments>, Error>
+{
+    Ok(sqlx::query_as(sql)
+        .bind(spec.queue)
+        .bind(spec.kinds)
+        .bind(spec.limit)
+        .bind(spec.owner)
+        .bind(spec.lease_secs)
+        .bind(mint_lease_tokens(usize::try_from(spec.limit).unwrap_or(0))?))
 }
 
 /// What a claim asks for: up to `limit` ready jobs of `kinds` from `queue`, leased
@@ -200,7 +217,7 @@ pub async fn job_claim_gated(
     spec: ClaimSpec<'_>,
     slots: u32,
 ) -> Result<GatedClaim, Error> {
-    let rows: Vec<ClaimedJob> = sqlx::query_as(concat!(
+    let sql = concat!(
         "with gate as materialized (
              select exists (
                  select from generate_series(0, $8 - 1) as slot
@@ -213,18 +230,13 @@ pub async fn job_claim_gated(
          select 0, '', '', 0, 0, '00000000-0000-0000-0000-000000000000'::uuid,
                 now(), now(), now(), null
          from gate where not open"
-    ))
-    .bind(spec.queue)
-    .bind(spec.kinds)
-    .bind(spec.limit)
-    .bind(spec.owner)
-    .bind(spec.lease_secs)
-    .bind(mint_lease_tokens(usize::try_from(spec.limit).unwrap_or(0))?)
-    .bind(CLAIM_SLOT_LOCK_KEY)
-    .bind(i32::try_from(slots.min(MOST_CLAIM_SLOTS)).expect("at most 64"))
-    .fetch_all(&mut *conn)
-    .await
-    .map_err(err("job_claim"))?;
+    );
+    let rows: Vec<ClaimedJob> = claim_query(sql, spec)?
+        .bind(CLAIM_SLOT_LOCK_KEY)
+        .bind(i32::try_from(slots.min(MOST_CLAIM_SLOTS)).expect("at most 64"))
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(err("job_claim"))?;
     // The statement says the gate was shut with a row whose lease token is nil,
     // which no claimed job has (each gets a fresh random v4 token).
     if rows.first().is_some_and(|r| r.lease_token.is_nil()) {
@@ -296,19 +308,11 @@ pub async fn job_claim_in_turn(
         }
         Err(e) => return Err(e),
     }
-    let jobs = sqlx::query_as(concat!(
-        "with ",
-        claim_statement!("true", "statement_timestamp()")
-    ))
-    .bind(spec.queue)
-    .bind(spec.kinds)
-    .bind(spec.limit)
-    .bind(spec.owner)
-    .bind(spec.lease_secs)
-    .bind(mint_lease_tokens(usize::try_from(spec.limit).unwrap_or(0))?)
-    .fetch_all(&mut *tx)
-    .await
-    .map_err(err("job_claim"))?;
+    let sql = concat!("with ", claim_statement!("true", "statement_timestamp()"));
+    let jobs = claim_query(sql, spec)?
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(err("job_claim"))?;
     tx.commit().await.map_err(err("job_claim"))?;
     Ok(Turn::Claimed(jobs))
 }
