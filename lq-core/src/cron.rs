@@ -262,8 +262,8 @@ pub async fn fire_due(
         ..FireReport::default()
     };
     // A tick whose key a live job holds (the last tick's job still queued or
-    // running, when the type has a `unique_key`) enqueues nothing.
-    let key = options.cron.as_ref().and_then(|c| (c.unique_key)());
+    // running, when the type has a `unique_key`) enqueues nothing: see
+    // `cron_tick_fire`.
     for (tick, catch_up) in plan.fire {
         let covered = if catch_up { plan.missed } else { 1 };
         let covered = u32::try_from(covered).unwrap_or(u32::MAX);
@@ -273,7 +273,6 @@ pub async fn fire_due(
             kind,
             options,
             payload,
-            key.as_deref(),
             tick,
             catch_up,
             &meta,

@@ -38,16 +38,15 @@ pub async fn cron_schedule_lock(
 }
 
 /// Records `tick` and enqueues its job, both or neither, except that a job
-/// whose `unique_key` a live job of its kind holds is not enqueued (the tick is
-/// still recorded, so it is not fired again); `None` when the tick was already
-/// fired (the primary key holds) or the key was held.
-#[allow(clippy::too_many_arguments)]
+/// whose `unique_key` (the schedule's, in `options.cron`) a live job of its
+/// kind holds is not enqueued (the tick is still recorded, so it is not fired
+/// again); `None` when the tick was already fired (the primary key holds) or
+/// the key was held.
 pub async fn cron_tick_fire(
     conn: &mut PgConnection,
     kind: &str,
     options: &JobOptions,
     payload: &str,
-    unique_key: Option<&str>,
     tick: DateTime<Utc>,
     catch_up: bool,
     meta: &serde_json::Value,
@@ -77,7 +76,7 @@ pub async fn cron_tick_fire(
     .bind(options.max_attempts.min(i32::MAX as u32) as i32)
     .bind(catch_up)
     .bind(meta)
-    .bind(unique_key)
+    .bind(options.cron.as_ref().and_then(|c| (c.unique_key)()))
     .fetch_optional(&mut *conn)
     .await
     .map_err(err("cron_tick_fire"))
