@@ -6,9 +6,10 @@
 //! writes one `lq.cron_ticks` row (primary key `(kind, tick)`) and one job per tick,
 //! then advances the row. Restarts neither skip nor repeat a tick.
 //!
-//! Ticks older than [`LATE_AFTER`] when first seen were missed while no runtime was
-//! running; [`CatchUp`] decides their fate: `Once` runs one job for the whole missed
-//! window, `Skip` drops them.
+//! Ticks older than [`LATE_AFTER`] when first seen (more, as [`MissedTicks`]
+//! allows: a runtime allows for a leader's lease running out) were missed while
+//! no runtime was running; [`CatchUp`] decides their fate: `Once` runs one job
+//! for the whole missed window, `Skip` drops them.
 
 use std::{str::FromStr, time::Duration};
 
@@ -22,8 +23,33 @@ use sqlx::{Connection, PgConnection};
 
 use crate::{db, CatchUp, Error, JobOptions};
 
-/// A due tick older than this counts as missed (every runtime was down).
+/// A due tick older than this counts as missed (every runtime was down), unless
+/// the caller allows more ([`MissedTicks::late_after`]).
 pub const LATE_AFTER: Duration = Duration::from_secs(10);
+
+/// What a scheduling pass does with ticks it sees late: a tick older than
+/// `late_after` when first seen counts as missed, and `catch_up` decides its
+/// fate. A [`CatchUp`] alone means `late_after` = [`LATE_AFTER`].
+///
+/// A runtime allows more than [`LATE_AFTER`] when a pass can come later than
+/// that with every runtime up: after a leader dies, the others fire its
+/// schedules once its lease has run out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MissedTicks {
+    /// `Once` runs one job for the missed window, `Skip` drops it.
+    pub catch_up: CatchUp,
+    /// How late a tick may be seen and still fire as on time.
+    pub late_after: Duration,
+}
+
+impl From<CatchUp> for MissedTicks {
+    fn from(catch_up: CatchUp) -> Self {
+        MissedTicks {
+            catch_up,
+            late_after: LATE_AFTER,
+        }
+    }
+}
 
 /// A parsed cron expression in its time zone.
 #[derive(Debug, Clone)]
@@ -224,16 +250,21 @@ pub struct FireReport {
 /// Fires the due ticks of one recurring kind, exactly once each, in one transaction.
 ///
 /// `now` overrides the database clock (for tests that simulate time); in
-/// production pass `None`. `payload` is the JSON of one tick's job.
+/// production pass `None`. `payload` is the JSON of one tick's job. `missed`
+/// is a [`CatchUp`], or a [`MissedTicks`] that also says how late a tick may be.
 pub async fn fire_due(
     conn: &mut PgConnection,
     kind: &str,
     options: &JobOptions,
     schedule: &Schedule,
-    catch_up: CatchUp,
+    missed: impl Into<MissedTicks>,
     payload: &str,
     now: Option<DateTime<Utc>>,
 ) -> Result<FireReport, Error> {
+    let MissedTicks {
+        catch_up,
+        late_after,
+    } = missed.into();
     let mut tx = conn.begin().await.map_err(db::err("cron_begin"))?;
     // Public, and so called on any connection: its statements name functions
     // and types unqualified.
@@ -253,7 +284,7 @@ pub async fn fire_due(
     } else {
         last
     };
-    let plan = plan(schedule, last, now, LATE_AFTER, catch_up);
+    let plan = plan(schedule, last, now, late_after, catch_up);
     let mut report = FireReport {
         rewound_from,
         missed: plan.missed,
@@ -268,16 +299,8 @@ pub async fn fire_due(
         let covered = if catch_up { plan.missed } else { 1 };
         let covered = u32::try_from(covered).unwrap_or(u32::MAX);
         let meta = CronTick::new(tick, catch_up, covered).to_meta();
-        if let Some(id) = db::cron::cron_tick_fire(
-            &mut tx,
-            kind,
-            options,
-            payload,
-            tick,
-            catch_up,
-            &meta,
-        )
-        .await?
+        if let Some(id) =
+            db::cron::cron_tick_fire(&mut tx, kind, options, payload, tick, catch_up, &meta).await?
         {
             report.fired.push((tick, id));
         }

@@ -98,8 +98,8 @@ struct Presence {
     kinds: Vec<String>,
 }
 
-/// Beats until the runtime starts stopping, then resigns the lease and removes
-/// its row.
+/// Beats until the runtime starts stopping, then resigns the lease and marks
+/// its row as left (the leader removes it after `unknown_kind_grace`).
 pub(crate) async fn run(shared: Arc<Shared>, queues: Vec<(String, usize)>) {
     let presence = Presence {
         host: crate::config::host_name(),
@@ -146,6 +146,7 @@ pub(crate) async fn run(shared: Arc<Shared>, queues: Vec<(String, usize)>) {
                 warn!(error = %chain(&e), "cluster beat failed; retrying (leadership lapses with the lease)");
                 if leading && !shared.leadership.is_leader() {
                     info!("leader lease lapsed: no renewal reached the database in time");
+                    crate::telemetry::leader(false);
                     leading = false;
                 }
             }
@@ -198,9 +199,26 @@ async fn beat(
     )
     .await?;
     if leads.is_some() {
-        let gone = db::timed("cluster_beat", t, db::cluster::runtimes_reap(c)).await?;
-        if !gone.is_empty() {
-            info!(?gone, "removed runtimes that stopped beating");
+        // Rows of runtimes gone are kept for the unknown-kind grace: until then
+        // they still vouch for the kinds they declared (a restart's backlog is
+        // not buried as unknown).
+        let keep = shared.config.unknown_kind_grace.unwrap_or_default();
+        // The lease is renewed whatever the reap does: a failed reap is retried
+        // at the next beat, not taken for a lost lease.
+        match db::timed(
+            "cluster_beat",
+            t,
+            db::cluster::runtimes_reap(c, keep.as_secs_f64()),
+        )
+        .await
+        {
+            Ok(gone) if !gone.is_empty() => {
+                info!(?gone, "removed runtimes that stopped beating")
+            }
+            Ok(_) => {}
+            Err(e) => {
+                warn!(error = %chain(&e), "could not remove the rows of runtimes that stopped beating; retried at the next beat")
+            }
         }
         return Ok(Beat::Leading);
     }

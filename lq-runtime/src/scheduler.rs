@@ -10,7 +10,7 @@ use std::{sync::Arc, time::Duration};
 
 use lq_core::{
     chain,
-    cron::{fire_due, FireReport, Schedule},
+    cron::{fire_due, FireReport, MissedTicks, Schedule},
     db, CatchUp, JobDescriptor,
 };
 use tracing::{debug, info, warn, Instrument};
@@ -55,6 +55,15 @@ pub(crate) fn cron_jobs(
     Ok(jobs)
 }
 
+/// How late a tick may be seen and still fire as on time: while every runtime
+/// is up, a pass can come this late. After a leader dies, the others fire its
+/// schedules once its lease has run out (`leader_lease`, then up to a fifth of
+/// it to the next beat), and a pass that failed is retried within two
+/// database bounds; [`lq_core::cron::LATE_AFTER`] at least.
+pub(crate) fn late_after(config: &crate::RuntimeConfig) -> Duration {
+    (config.leader_lease * 6 / 5 + config.db_timeout * 2).max(lq_core::cron::LATE_AFTER)
+}
+
 /// One bounded scheduling pass for one kind.
 async fn pass(shared: &Shared, job: &CronJob) -> Result<FireReport, lq_core::Error> {
     let (kind, options) = (job.desc.kind, job.desc.options);
@@ -65,7 +74,10 @@ async fn pass(shared: &Shared, job: &CronJob) -> Result<FireReport, lq_core::Err
                 kind,
                 options,
                 &job.schedule,
-                job.catch_up,
+                MissedTicks {
+                    catch_up: job.catch_up,
+                    late_after: late_after(&shared.config),
+                },
                 &job.payload,
                 None,
             )
@@ -154,5 +166,25 @@ pub(crate) async fn run(shared: Arc<Shared>, jobs: Vec<CronJob>) {
             // takes the lead it fires the ticks the old leader left at once.
             _ = shared.leadership.gained() => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tick_may_be_as_late_as_a_dead_leaders_lease_and_two_database_bounds() {
+        let config = crate::RuntimeConfig::default();
+        assert_eq!(
+            late_after(&config),
+            config.leader_lease * 6 / 5 + config.db_timeout * 2
+        );
+        let short = crate::RuntimeConfig {
+            leader_lease: Duration::from_millis(500),
+            db_timeout: Duration::from_secs(1),
+            ..config
+        };
+        assert_eq!(late_after(&short), lq_core::cron::LATE_AFTER);
     }
 }

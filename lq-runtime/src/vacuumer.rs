@@ -50,14 +50,64 @@ struct Need {
     analyze: bool,
 }
 
-/// Vacuum whenever dead rows pass `MIN_DEAD` or `DEAD_FRACTION` of the live rows,
-/// whether or not autovacuum is on; analyze a table that holds rows but was
-/// never analyzed, unless autovacuum is on and will do it soon. Nothing if this
-/// role may not vacuum the table (the server would only warn).
-fn decide(t: &JobTableStats) -> Need {
-    let bound = MIN_DEAD.max((t.live as f64 * DEAD_FRACTION) as i64);
+/// Dead rows tolerated in `t`: `MIN_DEAD`, or `DEAD_FRACTION` of its live rows.
+fn bound(t: &JobTableStats) -> i64 {
+    MIN_DEAD.max((t.live as f64 * DEAD_FRACTION) as i64)
+}
+
+/// What the vacuumer remembers of one table between checks.
+#[derive(Debug, Default)]
+struct Tended {
+    /// Whether the table's warning was logged.
+    warned: bool,
+    /// Dead rows the last vacuum left (an older snapshot still sees them, so no
+    /// vacuum can remove them yet): only dead rows beyond these count toward the
+    /// bound, or a long `pg_dump` would have the table vacuumed every second.
+    unremovable: i64,
+    /// Failed vacuums in a row, and when to try again.
+    failures: u32,
+    retry_at: Option<tokio::time::Instant>,
+}
+
+impl Tended {
+    /// Dead rows fell below what the last vacuum left: the snapshot that held
+    /// them is gone and something (autovacuum) removed them.
+    fn observe(&mut self, t: &JobTableStats) {
+        self.unremovable = self.unremovable.min(t.dead);
+    }
+
+    /// A vacuum ran; `after` is the table's statistics right after it. Dead
+    /// rows it left within the bound (rows that died while it ran, in a busy
+    /// queue) change nothing; more than the bound, an old snapshot holds them.
+    fn vacuumed(&mut self, after: Option<&JobTableStats>) {
+        self.unremovable = after.filter(|t| t.dead > bound(t)).map_or(0, |t| t.dead);
+        self.failures = 0;
+        self.retry_at = None;
+    }
+
+    /// A vacuum failed (cancelled at its bound, a lock, a lost connection):
+    /// the next waits 10 s, doubling to 5 min, rather than a second.
+    fn failed(&mut self, now: tokio::time::Instant) {
+        self.failures = self.failures.saturating_add(1);
+        let wait = Duration::from_secs(10)
+            .saturating_mul(1 << self.failures.saturating_sub(1).min(5))
+            .min(Duration::from_secs(300));
+        self.retry_at = Some(now + wait);
+    }
+
+    fn waiting(&self, now: tokio::time::Instant) -> bool {
+        self.retry_at.is_some_and(|at| now < at)
+    }
+}
+
+/// Vacuum whenever dead rows pass `MIN_DEAD` or `DEAD_FRACTION` of the live rows
+/// (beyond the `unremovable` ones the last vacuum left), whether or not
+/// autovacuum is on; analyze a table that holds rows but was never analyzed,
+/// unless autovacuum is on and will do it soon. Nothing if this role may not
+/// vacuum the table (the server would only warn).
+fn decide(t: &JobTableStats, unremovable: i64) -> Need {
     Need {
-        vacuum: t.may_vacuum && t.dead > bound,
+        vacuum: t.may_vacuum && t.dead > bound(t).saturating_add(unremovable),
         analyze: t.may_vacuum
             && !t.analyzed
             && t.live + t.modified_since_analyze > 1000
@@ -67,7 +117,7 @@ fn decide(t: &JobTableStats) -> Need {
 
 /// Checks and vacuums both tables until the runtime stops.
 pub(crate) async fn run(shared: Arc<Shared>) {
-    let mut warned = [false; JobTable::ALL.len()];
+    let mut tended: [Tended; JobTable::ALL.len()] = Default::default();
     loop {
         if shared.pause(CHECK_EVERY).await {
             return;
@@ -75,29 +125,41 @@ pub(crate) async fn run(shared: Arc<Shared>) {
         if !shared.is_leader() {
             continue;
         }
-        for (table, warned) in JobTable::ALL.into_iter().zip(&mut warned) {
-            tend(&shared, table, warned)
+        for (table, tended) in JobTable::ALL.into_iter().zip(&mut tended) {
+            if tended.waiting(tokio::time::Instant::now()) {
+                continue;
+            }
+            tend(&shared, table, tended)
                 .instrument(crate::telemetry::duty_span("vacuum"))
                 .await;
         }
     }
 }
 
-/// Reads `table`'s statistics and vacuums or analyzes it if [`decide`] says so.
-async fn tend(shared: &Shared, table: JobTable, warned: &mut bool) {
+/// `table`'s statistics, or `None` (logged) when they cannot be read.
+async fn read_stats(shared: &Shared, table: JobTable) -> Option<JobTableStats> {
     let stats = shared
         .with_conn("job_table_stats", |mut conn| async move {
             db::maintenance::job_table_stats(&mut conn, table).await
         })
         .await;
-    let stats = match stats {
-        Ok(s) => s,
+    match stats {
+        Ok(s) => Some(s),
         Err(e) => {
             warn!(table = table.name(), error = %chain(&e), "could not read table statistics");
-            return;
+            None
         }
+    }
+}
+
+/// Reads `table`'s statistics and vacuums or analyzes it if [`decide`] says so.
+async fn tend(shared: &Shared, table: JobTable, tended: &mut Tended) {
+    let Some(stats) = read_stats(shared, table).await else {
+        return;
     };
-    let need = decide(&stats);
+    tended.observe(&stats);
+    let need = decide(&stats, tended.unremovable);
+    let warned = &mut tended.warned;
     if stats.autovacuum_off && !stats.may_vacuum && !*warned {
         *warned = true;
         warn!(
@@ -175,17 +237,25 @@ async fn tend(shared: &Shared, table: JobTable, warned: &mut bool) {
     match r {
         Ok(()) => {
             crate::telemetry::maintenance("vacuums", 1);
+            let after = read_stats(shared, table).await;
             debug!(
                 table = table.name(),
                 vacuum = need.vacuum,
                 dead = stats.dead,
+                left = after.as_ref().map(|t| t.dead),
                 "vacuumed/analyzed"
-            )
+            );
+            if need.vacuum {
+                tended.vacuumed(after.as_ref());
+            }
         }
         Err(e) if stopped => {
             debug!(table = table.name(), error = %chain(&e), "vacuum cancelled: the runtime is stopping")
         }
-        Err(e) => warn!(table = table.name(), error = %chain(&e), "vacuum failed; will retry"),
+        Err(e) => {
+            tended.failed(tokio::time::Instant::now());
+            warn!(table = table.name(), error = %chain(&e), failures = tended.failures, "vacuum failed; will retry later")
+        }
     }
 }
 
@@ -248,15 +318,48 @@ mod tests {
                 autovacuum_off,
                 ..table(100_000, 20_001)
             };
-            assert!(decide(&t).vacuum, "autovacuum off: {autovacuum_off}");
+            assert!(decide(&t, 0).vacuum, "autovacuum off: {autovacuum_off}");
         }
     }
 
     #[test]
     fn the_bound_is_twenty_thousand_or_two_percent_of_live_rows() {
-        assert!(!decide(&table(100_000, 20_000)).vacuum);
-        assert!(!decide(&table(3_000_000, 60_000)).vacuum);
-        assert!(decide(&table(3_000_000, 60_001)).vacuum);
+        assert!(!decide(&table(100_000, 20_000), 0).vacuum);
+        assert!(!decide(&table(3_000_000, 60_000), 0).vacuum);
+        assert!(decide(&table(3_000_000, 60_001), 0).vacuum);
+    }
+
+    #[test]
+    fn dead_rows_a_vacuum_could_not_remove_do_not_count_toward_the_bound() {
+        let mut tended = Tended::default();
+        // An old snapshot held 50,000 dead rows through the vacuum.
+        tended.vacuumed(Some(&table(500_000, 50_000)));
+        assert!(!decide(&table(500_000, 50_000), tended.unremovable).vacuum);
+        assert!(!decide(&table(500_000, 60_000), tended.unremovable).vacuum);
+        assert!(decide(&table(500_000, 70_001), tended.unremovable).vacuum);
+        // The snapshot went and autovacuum removed them: the bound is back.
+        tended.observe(&table(500_000, 100));
+        assert!(decide(&table(500_000, 20_101), tended.unremovable).vacuum);
+        // A vacuum that left fewer than the bound (rows that died while it ran)
+        // leaves the bound as it is.
+        tended.vacuumed(Some(&table(500_000, 15_000)));
+        assert_eq!(tended.unremovable, 0);
+    }
+
+    #[test]
+    fn a_failed_vacuum_is_retried_after_ten_seconds_doubling_to_five_minutes() {
+        let now = tokio::time::Instant::now();
+        let mut tended = Tended::default();
+        let mut waits = Vec::new();
+        for _ in 0..7 {
+            tended.failed(now);
+            waits.push(tended.retry_at.unwrap() - now);
+        }
+        let secs: Vec<u64> = waits.iter().map(Duration::as_secs).collect();
+        assert_eq!(secs, [10, 20, 40, 80, 160, 300, 300]);
+        assert!(tended.waiting(now + Duration::from_secs(299)));
+        tended.vacuumed(None);
+        assert!(!tended.waiting(now));
     }
 
     #[test]
@@ -268,7 +371,7 @@ mod tests {
             ..table(100_000, 1_000_000)
         };
         assert_eq!(
-            decide(&t),
+            decide(&t, 0),
             Need {
                 vacuum: false,
                 analyze: false
@@ -284,9 +387,9 @@ mod tests {
             modified_since_analyze,
             ..table(5_000, 0)
         };
-        assert!(decide(&never(true, 0)).analyze);
-        assert!(!decide(&never(false, 0)).analyze);
-        assert!(decide(&never(false, 5_000)).analyze);
-        assert!(!decide(&table(5_000, 0)).analyze);
+        assert!(decide(&never(true, 0), 0).analyze);
+        assert!(!decide(&never(false, 0), 0).analyze);
+        assert!(decide(&never(false, 5_000), 0).analyze);
+        assert!(!decide(&table(5_000, 0), 0).analyze);
     }
 }

@@ -85,16 +85,26 @@ async fn one_runtime_leads_and_hands_over_when_it_stops() {
         LIMIT,
     )
     .await;
-    let ids: Vec<String> = control::runtimes(&db.pool)
+    // rt-a's row says it is gone, and stays (for the unknown-kind grace) to
+    // vouch for the kinds it declared while it restarts.
+    let alive: Vec<(String, bool)> = control::runtimes(&db.pool)
         .await
         .unwrap()
         .into_iter()
-        .map(|r| r.id)
+        .map(|r| (r.id, r.alive))
         .collect();
-    assert_eq!(ids, ["rt-b"], "rt-a removed its row");
+    assert_eq!(
+        alive,
+        [("rt-a".to_string(), false), ("rt-b".to_string(), true)],
+        "rt-a marked its row as left"
+    );
     b.shutdown().await.unwrap();
     assert_eq!(leader(&db).await, None);
-    assert!(control::runtimes(&db.pool).await.unwrap().is_empty());
+    assert!(control::runtimes(&db.pool)
+        .await
+        .unwrap()
+        .iter()
+        .all(|r| !r.alive));
 }
 
 #[tokio::test]
@@ -110,13 +120,21 @@ async fn a_dead_leaders_lease_is_taken_over_when_it_runs_out_and_its_row_is_reap
     .await
     .unwrap();
     sqlx::raw_sql(
-        "insert into lq.runtimes (id, host, pid, version, queues, kinds, expires_at)
-         values ('ghost', 'gone', 1, '0', '{\"default\": 1}', '{}', now() - interval '1 s');",
+        "insert into lq.runtimes (id, host, pid, version, queues, kinds, heartbeat_at, expires_at)
+         values ('ghost', 'gone', 1, '0', '{\"default\": 1}', '{}',
+                 now() - interval '2 min', now() - interval '2 min'),
+                -- gone a second ago: kept for the unknown-kind grace
+                ('restarting', 'here', 2, '0', '{\"default\": 1}', '{}',
+                 now() - interval '1 s', now() - interval '1 s');",
     )
     .execute(&db.pool)
     .await
     .unwrap();
-    let rt = start(&db, "rt-heir", fast_lease()).await;
+    let config = RuntimeConfig {
+        unknown_kind_grace: Some(Duration::from_secs(60)),
+        ..fast_lease()
+    };
+    let rt = start(&db, "rt-heir", config).await;
     db.wait_for(
         "rt-heir to take over the lapsed lease",
         "select exists (select from lq.leader where holder = 'rt-heir')",
@@ -140,7 +158,48 @@ async fn a_dead_leaders_lease_is_taken_over_when_it_runs_out_and_its_row_is_reap
         LIMIT,
     )
     .await;
+    // The statement that reaped the ghost kept the row gone for less than the grace.
+    let kept: bool =
+        sqlx::query_scalar("select exists (select from lq.runtimes where id = 'restarting')")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    assert!(kept, "a row gone for less than the grace was reaped");
     rt.shutdown().await.unwrap();
+}
+
+/// A runtime that stopped beating a moment ago (restarting, shutting down, cut
+/// off from the database) still vouches for its kinds: their jobs are buried
+/// only once no runtime serving the queue has declared the kind for the grace.
+#[tokio::test]
+async fn a_runtime_gone_for_less_than_the_grace_still_vouches_for_its_kinds() {
+    let db = TestDb::new().await;
+    sqlx::raw_sql(
+        "insert into lq.runtimes (id, host, pid, version, queues, kinds, heartbeat_at, expires_at)
+         values ('serving', 'h', 1, '0', '{\"default\": 4}', '{deploy.other}',
+                 now(), now() + interval '1 hour'),
+                ('restarting', 'h', 2, '0', '{\"default\": 4}', '{deploy.restarting}',
+                 now() - interval '5 s', now() - interval '1 s'),
+                ('long-gone', 'h', 3, '0', '{\"default\": 4}', '{deploy.long_gone}',
+                 now() - interval '2 hours', now() - interval '2 hours');
+         insert into lq.jobs (kind, queue, payload, max_attempts, run_at)
+         values ('deploy.restarting', 'default', '{}', 1, now() - interval '10 min'),
+                ('deploy.long_gone', 'default', '{}', 1, now() - interval '10 min');",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    let mut conn = db.pool.acquire().await.unwrap();
+    let buried = lq_core::db::maintenance::job_bury_unknown_kinds(&mut conn, 60.0, 100)
+        .await
+        .unwrap();
+    let kinds: Vec<String> =
+        sqlx::query_scalar("select kind from lq.finished_jobs where id = any($1) order by kind")
+            .bind(&buried)
+            .fetch_all(&db.pool)
+            .await
+            .unwrap();
+    assert_eq!(kinds, ["deploy.long_gone"]);
 }
 
 /// A rolling deploy: the jobs of a kind only the new binary declares are not

@@ -431,3 +431,54 @@ async fn a_tick_whose_unique_key_a_live_job_holds_enqueues_nothing() {
     let fourth = fire_unique(&mut conn, "2030-01-01T00:00:03.500Z").await;
     assert_eq!(fourth.fired.len(), 1, "{fourth:?}");
 }
+
+/// Ticks seen later than `LATE_AFTER` but within what the caller allows (a
+/// runtime allows for a dead leader's lease running out) fire one job each, on
+/// time; with `CatchUp::Skip` and the default allowance they are dropped.
+#[tokio::test]
+async fn ticks_late_by_less_than_the_allowance_fire_as_on_time() {
+    let db = TestDb::new().await;
+    let schedule = Schedule::parse("* * * * * *", "UTC").unwrap();
+    let mut conn = db.pool.acquire().await.unwrap();
+    let pass = |kind: &'static str, missed: lq_runtime::cron::MissedTicks, now: &'static str| {
+        let schedule = schedule.clone();
+        let pool = db.pool.clone();
+        async move {
+            let mut conn = pool.acquire().await.unwrap();
+            fire_due(
+                &mut conn,
+                kind,
+                &EverySecond::OPTIONS,
+                &schedule,
+                missed,
+                "null",
+                Some(t(now)),
+            )
+            .await
+            .unwrap()
+        }
+    };
+    let allowing = |late_after| lq_runtime::cron::MissedTicks {
+        catch_up: CatchUp::Skip,
+        late_after,
+    };
+    let start = "2030-01-01T00:00:00Z";
+    let later = "2030-01-01T00:00:25Z";
+    for kind in ["test.late_allowed", "test.late_default"] {
+        fire_every_second(&mut conn, kind, start).await;
+    }
+    let allowed = pass(
+        "test.late_allowed",
+        allowing(Duration::from_secs(30)),
+        later,
+    )
+    .await;
+    assert_eq!((allowed.fired.len(), allowed.missed), (25, 0));
+    let default = pass("test.late_default", CatchUp::Skip.into(), later).await;
+    let late = LATE_AFTER.as_secs() as usize;
+    assert_eq!(
+        (default.fired.len(), default.missed),
+        (late, 25 - late),
+        "beyond LATE_AFTER, Skip drops them"
+    );
+}

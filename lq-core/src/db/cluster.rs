@@ -41,9 +41,12 @@ pub async fn runtime_beat(conn: &mut PgConnection, r: &RuntimeRecord<'_>) -> Res
     Ok(())
 }
 
-/// Removes this runtime's row (at shutdown).
+/// Marks this runtime's row as no longer alive (at shutdown). The row stays
+/// until [`runtimes_reap`] removes it: until then it still vouches for the
+/// kinds the runtime declared, so a restart does not get its backlog buried as
+/// unknown.
 pub async fn runtime_leave(conn: &mut PgConnection, id: &str) -> Result<(), Error> {
-    sqlx::query("delete from lq.runtimes where id = $1")
+    sqlx::query("update lq.runtimes set expires_at = least(expires_at, now()) where id = $1")
         .bind(id)
         .execute(&mut *conn)
         .await
@@ -51,12 +54,18 @@ pub async fn runtime_leave(conn: &mut PgConnection, id: &str) -> Result<(), Erro
     Ok(())
 }
 
-/// Deletes the rows of runtimes that stopped beating; returns their ids.
-pub async fn runtimes_reap(conn: &mut PgConnection) -> Result<Vec<String>, Error> {
-    sqlx::query_scalar("delete from lq.runtimes where expires_at < now() returning id")
-        .fetch_all(&mut *conn)
-        .await
-        .map_err(err("runtimes_reap"))
+/// Deletes the rows of runtimes that stopped beating (or left) more than
+/// `keep_secs` ago; returns their ids. The leader keeps them for the
+/// unknown-kind grace, so the kinds they declared count that long (see
+/// [`super::maintenance::job_bury_unknown_kinds`]).
+pub async fn runtimes_reap(conn: &mut PgConnection, keep_secs: f64) -> Result<Vec<String>, Error> {
+    sqlx::query_scalar(
+        "delete from lq.runtimes where expires_at < now() - make_interval(secs => $1) returning id",
+    )
+    .bind(keep_secs)
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(err("runtimes_reap"))
 }
 
 /// Takes the leader lease for `holder`, or renews it if `holder` has it, for

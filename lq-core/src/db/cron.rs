@@ -27,8 +27,11 @@ pub async fn cron_schedule_lock(
         .execute(&mut *conn)
         .await
         .map_err(err("cron_schedule_lock"))?;
+    // The clock is read when the row is locked, not at the transaction's start:
+    // the insert above can wait for another pass that fires a later tick, and
+    // a `now()` from before that wait would take the tick for one in the future.
     sqlx::query_as(
-        "select coalesce($2, now()), last_tick from lq.cron_schedules where kind = $1 for update skip locked",
+        "select coalesce($2, clock_timestamp()), last_tick from lq.cron_schedules where kind = $1 for update skip locked",
     )
     .bind(kind)
     .bind(now)

@@ -58,27 +58,31 @@ pub async fn job_prune(
 }
 
 /// Marks dead the queued jobs ready for more than `grace_secs` whose queue some
-/// live runtime serves and whose kind none of the live runtimes serving that
-/// queue declares (`lq.runtimes`); the reason is stored and the payload kept.
-/// A queue no live runtime serves is left alone: nobody can judge it. Returns
-/// the ids.
+/// live runtime serves and whose kind no runtime serving that queue has
+/// declared (`lq.runtimes`) for `grace_secs` either; the reason is stored and
+/// the payload kept. A queue no live runtime serves is left alone: nobody can
+/// judge it. A runtime that stopped beating (restarting, shutting down, cut off
+/// from the database) still vouches for its kinds until `grace_secs` after its
+/// last beat: the leader keeps its row that long (see [`super::cluster::runtimes_reap`]).
+/// Returns the ids.
 pub async fn job_bury_unknown_kinds(
     conn: &mut PgConnection,
     grace_secs: f64,
     limit: i64,
 ) -> Result<Vec<i64>, Error> {
     sqlx::query_scalar(concat!(
-        "with serving as materialized (
-             select s.queue, r.kinds
+        "with declared as materialized (
+             select s.queue, r.kinds, r.expires_at >= now() as alive
              from lq.runtimes r cross join lateral jsonb_object_keys(r.queues) as s(queue)
-             where r.expires_at >= now()
+             where r.heartbeat_at >= now() - make_interval(secs => $1)
+                or r.expires_at >= now()
          ),
          unknown as materialized (
              select j.id from lq.jobs j
              where j.state = 'queued' and j.run_at < now() - make_interval(secs => $1)
-               and j.queue in (select queue from serving)
+               and j.queue in (select queue from declared where alive)
                and not exists (
-                   select from serving s where s.queue = j.queue and j.kind = any(s.kinds))
+                   select from declared d where d.queue = j.queue and j.kind = any(d.kinds))
              limit $2
              for update skip locked
          ),
