@@ -2,7 +2,9 @@
 //! queue. The guard has already checked access, Origin and CSRF; each action is
 //! audit-logged, and a refusal is shown as a page (409, 404), never a 500.
 //! Deleting asks first, on the server: a POST without `confirm=yes` gets the
-//! question, not the delete.
+//! question, not the delete. A job action whose form carries `state` (the job
+//! page's forms carry the state it showed) acts only on a job still in that
+//! state: one that moved meanwhile is refused as having left it (409).
 
 use std::sync::Arc;
 
@@ -12,9 +14,9 @@ use axum::{
     response::{IntoResponse, Response},
     Extension,
 };
-use lq_core::{control, JobFilter};
+use lq_core::{control, JobFilter, JobState};
 
-use crate::{context::Ctx, error::PageError, guard::FormBody, params, Shared};
+use crate::{bulk::Action, context::Ctx, error::PageError, guard::FormBody, params, Shared};
 
 /// `POST /jobs/{id}/{retry|cancel|delete}`.
 pub(crate) async fn job(
@@ -33,14 +35,28 @@ pub(crate) async fn job(
             ))
         }
     };
+    let shown = match form.get("state").map(params::parse_state).transpose() {
+        Ok(s) => s,
+        Err(e) => {
+            return ctx.error(refused_post(
+                &ctx,
+                &action,
+                PageError::bad_request(e.to_string()),
+            ))
+        }
+    };
     if action == "delete" && form.get("confirm") != Some("yes") {
-        return ctx.render("Delete job", Ok(confirm_delete(&ctx, id)));
+        return ctx.render("Delete job", Ok(confirm_delete(&ctx, id, shown)));
     }
-    let result = match action.as_str() {
-        "retry" => control::retry_now(&sh.pool, id).await.map(|()| "retried"),
-        "cancel" => control::cancel(&sh.pool, id).await.map(|_| "cancelled"),
-        "delete" => delete(&sh, id).await.map(|()| "deleted"),
-        other => {
+    let result = match (action.as_str(), shown) {
+        ("retry", None) => control::retry_now(&sh.pool, id).await.map(|()| "retried"),
+        ("cancel", None) => control::cancel(&sh.pool, id).await.map(|_| "cancelled"),
+        ("retry", Some(_)) => one(&sh, id, shown, Action::Retry).await.map(|()| "retried"),
+        ("cancel", Some(_)) => (one(&sh, id, shown, Action::Cancel).await).map(|()| "cancelled"),
+        ("delete", _) => one(&sh, id, shown, Action::Delete)
+            .await
+            .map(|()| "deleted"),
+        (other, _) => {
             let e = PageError::not_found(format!(
                 "there is no action {other:?}: use retry, cancel or delete"
             ));
@@ -58,13 +74,17 @@ pub(crate) async fn job(
     }
 }
 
-/// Asks before deleting job `id`; the answer posts again with `confirm=yes`.
-fn confirm_delete(ctx: &Ctx, id: i64) -> maud::Markup {
+/// Asks before deleting job `id`; the answer posts again with `confirm=yes`
+/// (and the state the job page showed).
+fn confirm_delete(ctx: &Ctx, id: i64, shown: Option<JobState>) -> maud::Markup {
     maud::html! {
         h1 #confirm-question { "Delete job " (id) " for good?" }
         p { (crate::layout::DELETE_IS_FOR_GOOD) }
         form.confirm method="post" action=(ctx.url(&format!("/jobs/{id}/delete"))) {
             (ctx.csrf_field())
+            @if let Some(s) = shown {
+                input type="hidden" name="state" value=(s.as_str());
+            }
             button.danger type="submit" name="confirm" value="yes" { "Yes, delete job " (id) }
             " "
             a href=(ctx.url(&format!("/jobs/{id}"))) { "No, go back" }
@@ -72,14 +92,27 @@ fn confirm_delete(ctx: &Ctx, id: i64) -> maud::Markup {
     }
 }
 
-/// Deletes one job through the bulk call (the one place deletes are written),
-/// turning its per-job refusal into the error.
-async fn delete(sh: &Shared, id: i64) -> Result<(), lq_core::Error> {
-    let mut report = control::delete_matching(&sh.pool, &JobFilter::new().id(id), None).await?;
+/// Acts on job `id` through the bulk call (the one place deletes are
+/// written), only while it is in the state `shown` when given, turning its
+/// per-job refusal (or its having left that state) into the error.
+async fn one(
+    sh: &Shared,
+    id: i64,
+    shown: Option<JobState>,
+    action: Action,
+) -> Result<(), lq_core::Error> {
+    let filter = shown
+        .into_iter()
+        .fold(JobFilter::new().id(id), JobFilter::state);
+    let report = action.matching(&sh.pool, &filter, None).await?;
     if report.done.contains(&id) {
         return Ok(());
     }
-    match report.refused.pop() {
+    let unreached =
+        crate::bulk::unreached(&sh.pool, &report, &[id], &filter.states, action).await?;
+    let mut refused = report.refused;
+    refused.extend(unreached);
+    match refused.pop() {
         Some((_, why)) => Err(why),
         None => Err(lq_core::Error::NotFound { id }),
     }

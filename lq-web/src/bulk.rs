@@ -5,12 +5,16 @@
 //! existed when it was counted (ids up to the newest counted), and lists each
 //! job it refused with the reason.
 
-use std::sync::Arc;
+use std::{
+    collections::{HashMap, HashSet},
+    sync::Arc,
+};
 
 use axum::{extract::State, response::Response, Extension};
 use lq_core::{
     control::{self, BulkReport},
-    JobFilter,
+    sqlx::PgPool,
+    JobFilter, JobState,
 };
 use maud::{html, Markup};
 
@@ -28,14 +32,14 @@ use crate::{
 const MAX_SELECTED: usize = 1000;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Action {
+pub(crate) enum Action {
     Retry,
     Cancel,
     Delete,
 }
 
 impl Action {
-    fn parse(s: Option<&str>) -> Result<Self, PageError> {
+    pub(crate) fn parse(s: Option<&str>) -> Result<Self, PageError> {
         match s {
             Some("retry") => Ok(Self::Retry),
             Some("cancel") => Ok(Self::Cancel),
@@ -63,6 +67,29 @@ impl Action {
         }
     }
 
+    /// The participle lq-core's refusals use ("cannot be retried").
+    fn done(self) -> &'static str {
+        match self {
+            Self::Retry => "retried",
+            Self::Cancel => "cancelled",
+            Self::Delete => "deleted",
+        }
+    }
+
+    /// The lq-core bulk call of this action on the jobs `filter` matches.
+    pub(crate) async fn matching(
+        self,
+        pool: &PgPool,
+        filter: &JobFilter,
+        limit: Option<u64>,
+    ) -> Result<BulkReport, lq_core::Error> {
+        match self {
+            Self::Retry => control::retry_matching(pool, filter, limit).await,
+            Self::Cancel => control::cancel_matching(pool, filter, limit).await,
+            Self::Delete => control::delete_matching(pool, filter, limit).await,
+        }
+    }
+
     /// Runs the action on the jobs `filter` matches (at most `limit`) to its
     /// end, audit-logged as done to `target`, whether or not the request waits.
     async fn run(
@@ -76,11 +103,7 @@ impl Action {
         let pool = sh.pool.clone();
         let redacted = sh.config.redact.is_some();
         let report = run_to_end(ctx, self.verb(), target, async move {
-            let report = match self {
-                Self::Retry => control::retry_matching(&pool, &filter, limit).await,
-                Self::Cancel => control::cancel_matching(&pool, &filter, limit).await,
-                Self::Delete => control::delete_matching(&pool, &filter, limit).await,
-            };
+            let report = self.matching(&pool, &filter, limit).await;
             report
                 .map(|r| redacted_keys::report_of(r, redacted))
                 .map_err(|e| redacted_keys::error(e, redacted))
@@ -112,6 +135,13 @@ async fn handle(ctx: &Ctx, sh: &Arc<Shared>, form: &Pairs) -> Result<Markup, Pag
         .map(|v| params::parse_id("ids", v))
         .collect::<Result<_, _>>()
         .map_err(bad)?;
+    // The state of the tab the jobs were picked on: a job that left it since
+    // is not acted on.
+    let shown = form
+        .get("state")
+        .map(params::parse_state)
+        .transpose()
+        .map_err(bad)?;
     if !ids.is_empty() {
         if ids.len() > MAX_SELECTED {
             return Err(refuse(PageError::bad_request(format!(
@@ -122,7 +152,7 @@ async fn handle(ctx: &Ctx, sh: &Arc<Shared>, form: &Pairs) -> Result<Markup, Pag
         if action == Action::Delete {
             // Deleting is for good: the server asks, whatever the browser did.
             let Some(confirmed) = form.get("confirm") else {
-                return Ok(confirm_selected(ctx, &ids));
+                return Ok(confirm_selected(ctx, &ids, shown));
             };
             let confirmed = params::parse_count("confirm", confirmed).map_err(bad)?;
             if confirmed != ids.len() as u64 {
@@ -132,11 +162,32 @@ async fn handle(ctx: &Ctx, sh: &Arc<Shared>, form: &Pairs) -> Result<Markup, Pag
                 ))));
             }
         }
-        let filter = ids.iter().copied().fold(JobFilter::new(), JobFilter::id);
-        let target = format!("{} selected jobs {ids:?}", ids.len());
-        let result = action.run(ctx, sh, filter, None, target).await;
-        let result = result.map(|r| with_vanished(r, &ids));
-        return finished(ctx, action, "the selected jobs", result);
+        let mut filter = ids.iter().copied().fold(JobFilter::new(), JobFilter::id);
+        let mut what = "the selected jobs".to_owned();
+        if let Some(s) = shown {
+            filter = filter.state(s);
+            what = format!("the selected {s} jobs");
+        }
+        let target = format!("{} {} {ids:?}", ids.len(), &what["the ".len()..]);
+        let states = filter.states.clone();
+        let mut result = action.run(ctx, sh, filter, None, target).await;
+        if let Ok(r) = &mut result {
+            match unreached(&sh.pool, r, &ids, &states, action).await {
+                Ok(mut refused) => {
+                    r.matched += refused.len() as u64;
+                    r.refused.append(&mut refused);
+                }
+                // Done, but not every job accounted for: say what was done.
+                Err(e) => {
+                    result = Err(lq_core::Error::BulkStopped {
+                        action: action.done(),
+                        report: Box::new(std::mem::take(r)),
+                        source: Box::new(e),
+                    })
+                }
+            }
+        }
+        return finished(ctx, action, &what, result);
     }
     if form.get("all_matching") != Some("1") {
         return Err(refuse(PageError::bad_request(
@@ -221,7 +272,7 @@ async fn confirmation(
 }
 
 /// Asks before deleting the selected jobs, naming how many.
-fn confirm_selected(ctx: &Ctx, ids: &[i64]) -> Markup {
+fn confirm_selected(ctx: &Ctx, ids: &[i64], shown: Option<JobState>) -> Markup {
     let n = ids.len() as u64;
     let noun = if n == 1 { "job" } else { "jobs" };
     html! {
@@ -230,6 +281,9 @@ fn confirm_selected(ctx: &Ctx, ids: &[i64]) -> Markup {
         form.confirm method="post" action=(ctx.url("/jobs/bulk")) {
             (ctx.csrf_field())
             input type="hidden" name="action" value="delete";
+            @if let Some(s) = shown {
+                input type="hidden" name="state" value=(s.as_str());
+            }
             @for id in ids {
                 input type="hidden" name="ids" value=(id);
             }
@@ -242,11 +296,18 @@ fn confirm_selected(ctx: &Ctx, ids: &[i64]) -> Markup {
     }
 }
 
-/// `r` with each selected job it did not find (deleted or pruned since the
-/// list was shown) refused as not found, as `lq` says "no job N": a selection
-/// never shrinks without a word.
-fn with_vanished(mut r: BulkReport, selected: &[i64]) -> BulkReport {
-    let seen: std::collections::HashSet<i64> = (r.done.iter().copied())
+/// Why each of `selected` that `r` does not account for was not acted on: it
+/// left `states` (a dead job retried, a queued one started, since the page
+/// showed it) or it is gone (deleted or pruned), as `lq` says "no job N". A
+/// selection never shrinks without a word.
+pub(crate) async fn unreached(
+    pool: &PgPool,
+    r: &BulkReport,
+    selected: &[i64],
+    states: &[JobState],
+    action: Action,
+) -> Result<Vec<(i64, lq_core::Error)>, lq_core::Error> {
+    let seen: HashSet<i64> = (r.done.iter().copied())
         .chain(r.refused.iter().map(|(id, _)| *id))
         .collect();
     let mut gone: Vec<i64> = selected
@@ -256,11 +317,32 @@ fn with_vanished(mut r: BulkReport, selected: &[i64]) -> BulkReport {
         .collect();
     gone.sort_unstable();
     gone.dedup();
-    r.refused.extend(
-        gone.into_iter()
-            .map(|id| (id, lq_core::Error::NotFound { id })),
-    );
-    r
+    if gone.is_empty() {
+        return Ok(Vec::new());
+    }
+    // Where they are now (an id two jobs share is listed twice: either tells).
+    let lookup = gone.iter().copied().fold(JobFilter::new(), JobFilter::id);
+    let limit = i64::try_from(gone.len() * 2).unwrap_or(i64::MAX);
+    let now: HashMap<i64, JobState> = control::list(pool, &lookup, limit)
+        .await?
+        .into_iter()
+        .map(|row| (row.id, row.state))
+        .collect();
+    Ok(gone
+        .into_iter()
+        .map(|id| {
+            let action = action.done();
+            let why = match now.get(&id) {
+                None => lq_core::Error::NotFound { id },
+                Some(&state) if !states.contains(&state) => {
+                    lq_core::Error::LeftFilter { id, state, action }
+                }
+                // Back in the state shown by now: it was elsewhere when acted on.
+                Some(&state) => lq_core::Error::WrongState { id, state, action },
+            };
+            (id, why)
+        })
+        .collect())
 }
 
 /// The page after a bulk action: its report, or for one that stopped partway,

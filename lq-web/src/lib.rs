@@ -51,7 +51,10 @@
 //!   while a redaction hook is set, as it would confirm hidden values), 50 a page, newest
 //!   first, with keyset paging. Select jobs to retry, cancel or delete them, or
 //!   act on *all* jobs the filter matches: the server counts them and asks for
-//!   a confirmation naming the number.
+//!   a confirmation naming the number. An action on selected jobs, or from a
+//!   job's page, acts only on jobs still in the state the page showed: one
+//!   that moved meanwhile (a dead job retried, a queued one started) is left
+//!   alone and listed as having left it.
 //! - `/jobs/{id}`: one job, its payload hidden until asked for, every failed
 //!   attempt's error with its time and worker, retry, cancel and delete.
 //! - `/queues` (pause, resume), `/cron` (expression, zone, last tick, next

@@ -100,6 +100,8 @@ fn actions(ctx: &Ctx, j: &JobRow) -> Markup {
         html! {
             form.inline method="post" action=(ctx.url(&format!("/jobs/{}/{action}", j.id))) data-confirm=[confirm] {
                 (ctx.csrf_field())
+                // What the page showed: a job that moved since is left alone.
+                input type="hidden" name="state" value=(j.state.as_str());
                 button.danger[danger] type="submit" { (label) }
             }
         }

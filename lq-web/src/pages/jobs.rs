@@ -78,7 +78,7 @@ async fn body(ctx: &Ctx, sh: &Shared, q: &Pairs) -> Result<Markup, PageError> {
         @if rows.is_empty() {
             p.empty { "No jobs match." }
         } @else {
-            (table(ctx, &rows))
+            (table(ctx, &rows, filter.state))
             (pager(ctx, &filter, before, &rows))
         }
     })
@@ -153,11 +153,15 @@ fn tab(ctx: &Ctx, f: &Filter, state: Option<JobState>, n: Tally) -> Markup {
     }
 }
 
-fn table(ctx: &Ctx, rows: &[JobRow]) -> Markup {
+fn table(ctx: &Ctx, rows: &[JobRow], shown: Option<JobState>) -> Markup {
     let act = ctx.can_act();
     html! {
         form #selection method="post" action=(ctx.url("/jobs/bulk")) {
             (ctx.csrf_field())
+            // The tab's state: a selected job that left it since is left alone.
+            @if let Some(s) = shown {
+                input type="hidden" name="state" value=(s.as_str());
+            }
             @if act {
                 div.bulk {
                     "Selected: "

@@ -163,7 +163,7 @@ async fn bulk_on_a_selection_acts_on_those_jobs_and_lists_each_refusal() {
     )
     .await;
     r.expect(StatusCode::OK)
-        .has("Retried 2 of 3 the selected jobs")
+        .has("Retried 2 of 4 the selected jobs")
         .has("2 refused")
         .has(&format!(r#"<a href="/jobs/{c}">{c}</a>"#))
         .has(&format!("job {c} is running, so it cannot be retried"))

@@ -7,5 +7,6 @@ mod filters;
 mod grants;
 mod jobs;
 mod pages;
+mod shown_state;
 mod standalone;
 mod support;

@@ -241,3 +241,24 @@ pub async fn state(db: &TestDb, id: i64) -> Option<String> {
         .await
         .unwrap()
 }
+
+/// `r`, or the page its 303 redirect leads to (what a browser shows after a
+/// POST).
+pub async fn follow(app: &Router, r: Resp) -> Resp {
+    if r.status == StatusCode::SEE_OTHER {
+        get(app, r.location()).await
+    } else {
+        r
+    }
+}
+
+/// The value of hidden field `name` in the form whose opening tag contains
+/// `form`, as the page rendered it.
+#[track_caller]
+pub fn hidden_in(body: &str, form: &str, name: &str) -> Option<String> {
+    let start = body.find(form).expect("the form");
+    let end = start + body[start..].find("</form>").expect("the form's end");
+    let needle = format!(r#"<input type="hidden" name="{name}" value=""#);
+    let at = body[start..end].find(&needle)? + start + needle.len();
+    Some(body[at..at + body[at..].find('"')?].to_owned())
+}
