@@ -29,9 +29,11 @@ impl Out {
     }
 
     /// Prints `json` (JSON format) or the table `table` builds (table format).
-    pub fn emit(&self, json: serde_json::Value, table: impl FnOnce() -> Table) {
+    /// `json` is written as it serialises, never through a `serde_json::Value`:
+    /// a job's raw payload goes out as stored, however deeply nested.
+    pub fn emit(&self, json: &impl serde::Serialize, table: impl FnOnce() -> Table) {
         match self.format {
-            Format::Json => println!("{json:#}"),
+            Format::Json => println!("{}", to_json(json)),
             Format::Table => {
                 for line in table().to_string().lines() {
                     println!("{}", printable(line.trim_end()));
@@ -39,6 +41,13 @@ impl Out {
             }
         }
     }
+}
+
+/// `value` as indented JSON. Serialising a plain structure to text cannot fail
+/// (its keys are strings); should it, the error is the document printed.
+pub(crate) fn to_json(value: &impl serde::Serialize) -> String {
+    serde_json::to_string_pretty(value)
+        .unwrap_or_else(|e| serde_json::json!({ "error": e.to_string() }).to_string())
 }
 
 /// A table with `headers`, plain aligned columns (easy to read and to grep).

@@ -6,7 +6,9 @@ use std::process::Command;
 use lq_runtime::{control, Job, JobContext, JobError, JobState, Perform, Runtime};
 use lq_tests::TestDb;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+
+mod common;
+use common::{insert, lq};
 
 /// A job the runtime in these tests can run.
 #[derive(Serialize, Deserialize, Job)]
@@ -19,42 +21,6 @@ impl Perform for Ping {
     async fn perform(&self, _ctx: &JobContext) -> Result<(), JobError> {
         Ok(())
     }
-}
-
-/// Runs `lq --format json ARGS` on `db`; returns the exit code and parsed stdout
-/// (Null when stdout is empty), and stderr.
-fn lq(db: &TestDb, args: &[&str]) -> (i32, Value, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_lq"))
-        .args(["--format", "json"])
-        .args(args)
-        .env("DATABASE_URL", &db.url)
-        .output()
-        .expect("run lq");
-    let stdout = String::from_utf8(out.stdout).unwrap();
-    let json = if stdout.trim().is_empty() {
-        Value::Null
-    } else {
-        serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"))
-    };
-    (
-        out.status.code().unwrap_or(-1),
-        json,
-        String::from_utf8(out.stderr).unwrap(),
-    )
-}
-
-/// Inserts queued jobs of `kind` on `queue`, and returns their ids.
-async fn insert(db: &TestDb, kind: &str, queue: &str, n: i64) -> Vec<i64> {
-    sqlx::query_scalar(
-        "insert into lq.jobs (kind, queue, payload, max_attempts)
-         select $1, $2, jsonb_build_object('n', g), 3 from generate_series(1, $3) g returning id",
-    )
-    .bind(kind)
-    .bind(queue)
-    .bind(n)
-    .fetch_all(&db.pool)
-    .await
-    .unwrap()
 }
 
 #[tokio::test]

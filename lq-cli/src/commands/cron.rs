@@ -20,7 +20,7 @@ pub(crate) async fn run(
     let CronCommand::List = command;
     let schedules = lq_runtime::control::cron_schedules(pool).await?;
     out.emit(
-        json!({"schedules": schedules.iter().map(|s| json!({
+        &json!({"schedules": schedules.iter().map(|s| json!({
             "kind": s.kind, "expr": s.expr, "tz": s.tz, "catch_up": s.catch_up,
             "queue": s.queue, "last_tick": s.last_tick, "next_tick": s.next_tick,
             "last_job_id": s.last_job_id,

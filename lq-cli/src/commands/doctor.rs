@@ -8,7 +8,7 @@ use crate::{output::Out, Failure, Outcome};
 pub(crate) async fn run(pool: &PgPool, out: &Out) -> Result<Outcome, Failure> {
     let checks = lq_runtime::control::doctor(pool).await?;
     out.emit(
-        json!({"checks": checks.iter().map(|c| json!({"name": c.name, "ok": c.ok, "detail": c.detail})).collect::<Vec<_>>()}),
+        &json!({"checks": checks.iter().map(|c| json!({"name": c.name, "ok": c.ok, "detail": c.detail})).collect::<Vec<_>>()}),
         || {
             let mut t = crate::output::table(&["check", "", "detail"]);
             for c in &checks {

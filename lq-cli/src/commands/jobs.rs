@@ -3,14 +3,15 @@
 use clap::{Args, Subcommand};
 use lq_runtime::{
     control::{self, BulkReport, JobRow},
-    JobFilter,
+    AttemptError, JobFilter, JobState,
 };
-use serde_json::json;
+use serde::Serialize;
+use serde_json::{json, value::RawValue};
 use sqlx::PgPool;
 
 use crate::{
     filter_args::FilterArgs,
-    output::{cut, printable, Out},
+    output::{cut, printable, to_json, Out},
     prompt::confirm,
     Failure, Outcome,
 };
@@ -79,7 +80,9 @@ pub(crate) async fn run(
             f.before_id = before;
             let rows = control::list(pool, &f, limit).await?;
             out.emit(
-                json!({"jobs": rows.iter().map(row_json).collect::<Vec<_>>()}),
+                &JobsJson {
+                    jobs: rows.iter().map(RowJson::of).collect(),
+                },
                 || {
                     let mut t = crate::output::table(&[
                         "id",
@@ -120,7 +123,7 @@ pub(crate) async fn run(
         JobsCommand::Show { id } => {
             let r = control::get(pool, id).await?;
             if out.is_json() {
-                println!("{:#}", row_json(&r));
+                println!("{}", to_json(&RowJson::of(&r)));
                 return Ok(Outcome::Clean);
             }
             let opt = |t: Option<lq_runtime::chrono::DateTime<lq_runtime::chrono::Utc>>| {
@@ -177,15 +180,60 @@ fn pretty(text: &str) -> String {
         .unwrap_or_else(|_| text.to_owned())
 }
 
-fn row_json(r: &JobRow) -> serde_json::Value {
-    json!({
-        "id": r.id, "kind": r.kind, "queue": r.queue, "state": r.state,
-        "priority": r.priority, "attempts": r.attempts, "max_attempts": r.max_attempts,
-        "unique_key": r.unique_key, "run_at": r.run_at, "created_at": r.created_at,
-        "started_at": r.started_at, "finished_at": r.finished_at,
-        "lease_owner": r.lease_owner, "cancel_requested_at": r.cancel_requested_at,
-        "payload": r.payload, "meta": r.meta, "errors": r.errors,
-    })
+/// `jobs list` in JSON.
+#[derive(Serialize)]
+struct JobsJson<'a> {
+    jobs: Vec<RowJson<'a>>,
+}
+
+/// A job in JSON. The payload and metadata are written through as the raw text
+/// stored: a `serde_json::Value` would decode them again, and fail past 128
+/// levels of nesting, which PostgreSQL and `lq` otherwise take.
+#[derive(Serialize)]
+struct RowJson<'a> {
+    id: i64,
+    kind: &'a str,
+    queue: &'a str,
+    state: JobState,
+    priority: i16,
+    attempts: i32,
+    max_attempts: i32,
+    unique_key: Option<&'a str>,
+    run_at: Time,
+    created_at: Time,
+    started_at: Option<Time>,
+    finished_at: Option<Time>,
+    lease_owner: Option<&'a str>,
+    cancel_requested_at: Option<Time>,
+    payload: &'a RawValue,
+    meta: Option<&'a RawValue>,
+    errors: &'a [AttemptError],
+}
+
+type Time = lq_runtime::chrono::DateTime<lq_runtime::chrono::Utc>;
+
+impl<'a> RowJson<'a> {
+    fn of(r: &'a JobRow) -> Self {
+        Self {
+            id: r.id,
+            kind: &r.kind,
+            queue: &r.queue,
+            state: r.state,
+            priority: r.priority,
+            attempts: r.attempts,
+            max_attempts: r.max_attempts,
+            unique_key: r.unique_key.as_deref(),
+            run_at: r.run_at,
+            created_at: r.created_at,
+            started_at: r.started_at,
+            finished_at: r.finished_at,
+            lease_owner: r.lease_owner.as_deref(),
+            cancel_requested_at: r.cancel_requested_at,
+            payload: &r.payload,
+            meta: r.meta.as_deref(),
+            errors: &r.errors,
+        }
+    }
 }
 
 async fn bulk(pool: &PgPool, out: &Out, a: BulkArgs, verb: &str) -> Result<Outcome, Failure> {
@@ -232,7 +280,7 @@ async fn bulk(pool: &PgPool, out: &Out, a: BulkArgs, verb: &str) -> Result<Outco
     let matched = a.limit.map_or(matched, |l| matched.min(l));
     if a.dry_run {
         out.emit(
-            json!({"action": verb, "matched": matched, "dry_run": true, "missing": missing}),
+            &json!({"action": verb, "matched": matched, "dry_run": true, "missing": missing}),
             || {
                 let mut t = crate::output::table(&["action", "jobs matching"]);
                 t.add_row(vec![verb.to_owned(), matched.to_string()]);
@@ -243,7 +291,7 @@ async fn bulk(pool: &PgPool, out: &Out, a: BulkArgs, verb: &str) -> Result<Outco
     }
     if matched == 0 {
         out.emit(
-            json!({"action": verb, "matched": 0, "done": [], "refused": [], "missing": missing}),
+            &json!({"action": verb, "matched": 0, "done": [], "refused": [], "missing": missing}),
             || {
                 let mut t = crate::output::table(&["action", "jobs matching"]);
                 t.add_row(vec![verb.to_owned(), "0".to_owned()]);
@@ -292,7 +340,7 @@ async fn bulk(pool: &PgPool, out: &Out, a: BulkArgs, verb: &str) -> Result<Outco
         }
     }
     out.emit(
-        json!({
+        &json!({
             "action": verb,
             "matched": total.matched,
             "done": total.done,

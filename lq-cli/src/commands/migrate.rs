@@ -47,7 +47,7 @@ pub(crate) async fn run(pool: &PgPool, out: &Out, args: MigrateArgs) -> Result<O
     let version = lq_runtime::schema_version(pool).await?;
     let this_build = lq_runtime::SCHEMA_VERSION;
     out.emit(
-        json!({"applied": applied, "version": version, "this_build": this_build}),
+        &json!({"applied": applied, "version": version, "this_build": this_build}),
         || {
             let mut t = crate::output::table(&["applied", "schema version", "this build's"]);
             t.add_row(vec![

@@ -39,7 +39,7 @@ pub(crate) async fn run(pool: &PgPool, out: &Out, args: PruneArgs) -> Result<Out
     let matched = control::prune_count(pool, keep_finished, keep_dead).await?;
     if args.dry_run || matched == 0 {
         out.emit(
-            json!({"action": "prune", "matched": matched, "dry_run": args.dry_run}),
+            &json!({"action": "prune", "matched": matched, "dry_run": args.dry_run}),
             || {
                 let mut t = crate::output::table(&["action", "finished jobs past retention"]);
                 t.add_row(vec!["prune".to_owned(), matched.to_string()]);
@@ -63,7 +63,7 @@ pub(crate) async fn run(pool: &PgPool, out: &Out, args: PruneArgs) -> Result<Out
         Err(e) => return Err(e.into()),
     };
     out.emit(
-        json!({"pruned": n, "stopped": stopped.as_ref().map(|e| lq_runtime::chain(e.as_ref()))}),
+        &json!({"pruned": n, "stopped": stopped.as_ref().map(|e| lq_runtime::chain(e.as_ref()))}),
         || {
             let mut t = crate::output::table(&["pruned"]);
             t.add_row(vec![n.to_string()]);

@@ -70,7 +70,7 @@ pub(crate) async fn run(
                 );
             }
             out.emit(
-                json!({"queue": queue, "paused": true, "changed": changed, "known": known}),
+                &json!({"queue": queue, "paused": true, "changed": changed, "known": known}),
                 || {
                     let mut t = crate::output::table(&["queue", "state"]);
                     t.add_row(vec![
@@ -88,7 +88,7 @@ pub(crate) async fn run(
         QueuesCommand::Resume { queue } => {
             let changed = control::resume_queue(pool, &queue).await?;
             out.emit(
-                json!({"queue": queue, "paused": false, "changed": changed}),
+                &json!({"queue": queue, "paused": false, "changed": changed}),
                 || {
                     let mut t = crate::output::table(&["queue", "state"]);
                     t.add_row(vec![

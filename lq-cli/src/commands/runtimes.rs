@@ -8,7 +8,7 @@ use crate::{output::Out, Failure, Outcome};
 pub(crate) async fn run(pool: &PgPool, out: &Out) -> Result<Outcome, Failure> {
     let runtimes = lq_runtime::control::runtimes(pool).await?;
     out.emit(
-        json!({"runtimes": runtimes.iter().map(|r| json!({
+        &json!({"runtimes": runtimes.iter().map(|r| json!({
             "id": r.id, "host": r.host, "pid": r.pid, "version": r.version,
             "queues": r.queues, "kinds": r.kinds, "started_at": r.started_at,
             "heartbeat_at": r.heartbeat_at, "alive": r.alive, "leader": r.leader,

@@ -76,7 +76,7 @@ async fn lines(pool: &PgPool) -> Result<BTreeMap<String, Line>, Failure> {
 
 fn print(out: &Out, lines: &BTreeMap<String, Line>) {
     out.emit(
-        json!({"queues": lines.iter().map(|(name, l)| json!({
+        &json!({"queues": lines.iter().map(|(name, l)| json!({
             "queue": name, "available": l.available,
             "paused": l.paused.as_ref().map(|p| json!({"at": p.at, "by": p.by})),
             "scheduled": l.scheduled, "running": l.running,
