@@ -81,10 +81,13 @@ pub(crate) async fn perform(
     let fut = match decoded {
         Ok(Ok(f)) => f,
         Ok(Err(e)) => {
+            // Without the values serde quotes: the reason is shown to every
+            // reader, whatever the dashboard redacts.
             return Outcome::Undecodable(format!(
-                "payload does not deserialise into {}: {e}",
-                desc.type_name
-            ))
+                "payload does not deserialise into {}: {}",
+                desc.type_name,
+                crate::decode_error::without_values(&e.to_string())
+            ));
         }
         Err(panic) => {
             return Outcome::Undecodable(format!(

@@ -128,6 +128,7 @@ mod claim_turns;
 mod cluster;
 mod completer;
 mod config;
+mod decode_error;
 mod error;
 mod executor;
 #[cfg(feature = "metrics")]

@@ -220,6 +220,12 @@ async fn a_bad_payload_ends_dead_with_its_reason_while_other_jobs_flow() {
         "{reason}"
     );
     assert!(reason.contains("Noop"), "{reason}");
+    // The value that did not fit is named by its type, not shown: the reason
+    // is read by every operator, whatever the dashboard redacts.
+    assert!(
+        reason.contains("invalid type: string (value hidden)") && !reason.contains("not a number"),
+        "{reason}"
+    );
     assert_eq!(db.count("succeeded").await, 20);
     assert!(!ledger.counts().contains_key(&bad));
 }
