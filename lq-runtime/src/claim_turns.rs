@@ -10,18 +10,31 @@ use lq_core::{
 
 use crate::{hot_conn::HotConn, shared::Shared, stats::Stats};
 
+/// What one claim did.
+#[derive(Debug)]
+pub(crate) enum Claim {
+    /// These jobs (fewer than asked, none included, when the queue ran dry).
+    Jobs(Vec<ClaimedJob>),
+    /// A second claim on a borrowed connection found every slot taken and
+    /// claimed nothing; the queue is not known to be dry.
+    Throttled,
+}
+
 /// Claims up to `limit` jobs of `queue` on `hot`. With `claim_slots` set, the
 /// claim tries a free slot; when the slots are all taken it waits its turn on
-/// the server and claims then, trying again when the wait outlasts its bound. A
-/// claimer on a shared connection (more queues than claim connections) claims
-/// without the bound, since waiting would hold a connection other queues'
-/// claims need. At shutdown a claim that would wait claims nothing.
+/// the server and claims then, trying again when the wait outlasts its bound.
+/// On a borrowed connection (more queues than the runtime keeps connections
+/// for) waiting would hold a connection other queues' claims need: a `second`
+/// claim (one sent while another of its queue is in flight) then takes a free
+/// slot or claims nothing ([`Claim::Throttled`]); a first claim there claims
+/// without the bound. At shutdown a claim that would wait claims nothing.
 pub(crate) async fn claim(
     shared: &Shared,
     hot: &mut HotConn,
     queue: &str,
     limit: usize,
-) -> Result<Vec<ClaimedJob>, Error> {
+    second: bool,
+) -> Result<Claim, Error> {
     let t = shared.config.db_timeout;
     let spec = ClaimSpec {
         queue,
@@ -30,19 +43,27 @@ pub(crate) async fn claim(
         limit: i64::try_from(limit).unwrap_or(i64::MAX),
         owner: &shared.config.owner,
     };
-    let slots = shared.config.claim_slots.filter(|_| hot.keeps());
+    let borrowed = !hot.keeps();
     let c = hot.get("job_claim").await?;
-    let Some(slots) = slots else {
-        return db::timed("job_claim", t, spec.claim(c)).await;
+    let Some(slots) = shared.config.claim_slots else {
+        return Ok(Claim::Jobs(db::timed("job_claim", t, spec.claim(c)).await?));
     };
+    if borrowed && !second {
+        return Ok(Claim::Jobs(db::timed("job_claim", t, spec.claim(c)).await?));
+    }
     let mut counted = false;
     loop {
         let gated = db::claim::job_claim_gated(c, spec, slots);
         if let GatedClaim::Claimed(jobs) = db::timed("job_claim", t, gated).await? {
-            return Ok(jobs);
+            return Ok(Claim::Jobs(jobs));
+        }
+        if borrowed {
+            Stats::add(&shared.stats.throttled_claims, 1);
+            crate::telemetry::claim_throttled(queue);
+            return Ok(Claim::Throttled);
         }
         if shared.stopping.is_cancelled() {
-            return Ok(Vec::new()); // an empty claim reads as a dry queue
+            return Ok(Claim::Jobs(Vec::new())); // an empty claim reads as a dry queue
         }
         if !counted {
             counted = true; // once per claim, however many turns it waits
@@ -52,14 +73,14 @@ pub(crate) async fn claim(
         let slot = fastrand::u32(..slots);
         let in_turn = db::claim::job_claim_in_turn(c, spec, slot, t, shared.stopping.cancelled());
         match db::timed("job_claim", t, in_turn).await? {
-            Turn::Claimed(jobs) => return Ok(jobs),
+            Turn::Claimed(jobs) => return Ok(Claim::Jobs(jobs)),
             // The slot stayed taken past the wait's bound: try again.
             Turn::TimedOut => {}
             // Stopping while it waited: nothing claimed; the wait was cut off
             // mid-statement, so its connection goes.
             Turn::GaveUp => {
                 hot.discard();
-                return Ok(Vec::new());
+                return Ok(Claim::Jobs(Vec::new()));
             }
         }
     }

@@ -5,13 +5,14 @@
 use std::{sync::Arc, time::Instant};
 
 use futures_util::{stream::FuturesUnordered, StreamExt};
-use lq_core::{db::claim::ClaimedJob, Error};
+use lq_core::Error;
 use tokio::sync::Semaphore;
 use tracing::{debug, warn, Instrument};
 
 use crate::{
     claim_ahead::ClaimAhead,
-    claim_turns, executor,
+    claim_turns::{self, Claim},
+    executor,
     hot_conn::HotConn,
     shared::retry_delay,
     shared::Shared,
@@ -32,7 +33,7 @@ struct Returned {
     finished_at_send: usize,
     began: Instant,
     span: tracing::Span,
-    result: Result<Vec<ClaimedJob>, Error>,
+    result: Result<Claim, Error>,
 }
 
 /// Which of the claimer's two connections a claim runs on.
@@ -69,6 +70,8 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: String, slots: Slots, wake: 
     let mut ahead = ClaimAhead::new(slots.concurrency(), slots.most_ahead());
     let mut failures = 0u32;
     let mut dry = false;
+    // A second claim found every claim slot taken (see `claim_turns`).
+    let mut second_throttled = false;
     let queue_name: Arc<str> = Arc::from(queue.as_str());
     let metrics = crate::telemetry::ClaimMetrics::new(&queue);
     let max_batch = shared.config.max_claim_batch;
@@ -91,6 +94,8 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: String, slots: Slots, wake: 
                     None
                 } else if main.is_some() {
                     main.take()
+                } else if second_throttled {
+                    None
                 } else {
                     second.take_if(|c| c.hot.ready_now())
                 };
@@ -143,10 +148,19 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: String, slots: Slots, wake: 
         } = returned;
         let finished_meanwhile = slots.finished().wrapping_sub(finished_at_send);
         let jobs = match result {
-            Ok(jobs) => {
+            Ok(Claim::Jobs(jobs)) => {
                 conn.hot.done();
                 failures = 0;
                 jobs
+            }
+            Ok(Claim::Throttled) => {
+                // Every slot was taken elsewhere: no second claim until this
+                // queue's first claim returns, which waits its turn for both.
+                conn.hot.done();
+                drop(reserved);
+                second_throttled = true;
+                give_back(&mut main, &mut second, conn);
+                continue;
             }
             Err(e) => {
                 conn.hot.discard();
@@ -162,6 +176,9 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: String, slots: Slots, wake: 
                 continue;
             }
         };
+        if !conn.is_second {
+            second_throttled = false;
+        }
         give_back(&mut main, &mut second, conn);
         let got = jobs.len();
         span.record("lq.claimed", got);
@@ -229,7 +246,7 @@ fn claim(
     let finished_at_send = slots.finished();
     let began = Instant::now();
     async move {
-        let result = claim_turns::claim(&shared, &mut conn.hot, &queue, limit)
+        let result = claim_turns::claim(&shared, &mut conn.hot, &queue, limit, conn.is_second)
             .instrument(span.clone())
             .await;
         Returned {

@@ -40,8 +40,9 @@ pub struct StatsSnapshot {
     /// Claims sent while another claim of the same queue was in flight (see
     /// `RuntimeConfig::claim_ahead`).
     pub overlapping_claims: u64,
-    /// Claims that found all the queue's claim slots taken and waited for one
-    /// (see `RuntimeConfig::claim_slots`).
+    /// Claims that found all the queue's claim slots taken and waited for one,
+    /// or (a second claim on a borrowed connection) claimed nothing (see
+    /// `RuntimeConfig::claim_slots`).
     pub throttled_claims: u64,
     /// Jobs that ended succeeded.
     pub succeeded: u64,

@@ -411,3 +411,53 @@ async fn a_claim_in_turn_starts_its_jobs_and_their_leases_when_it_claims_not_whe
     .unwrap();
     assert!(whole_lease_from_turn, "the 30 s lease runs from the claim");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_claim_on_a_borrowed_connection_takes_a_slot_or_claims_nothing() {
+    // With more than two queues, a queue's second claim in flight borrows a
+    // connection. It may not wait its turn there, but it may not pass the bound
+    // either: with one slot, the queue's two claims in flight contend for it,
+    // and whichever finds it taken is throttled (a second claim claims
+    // nothing, a first waits its turn). Claims past the bound would never be
+    // throttled here: one runtime's first claims never meet each other.
+    let db = TestDb::new().await;
+    let ledger = Ledger::default();
+    let ids = Noop::enqueue_many(
+        &db.pool,
+        (0..3000).map(|n| Noop { n }),
+        EnqueueOptions::new(),
+    )
+    .await
+    .unwrap()
+    .ids;
+    let config = RuntimeConfig {
+        claim_slots: Some(1),
+        max_claim_batch: 20,
+        ..quick()
+    };
+    let rt = lq_runtime::Runtime::builder(db.pool.clone())
+        .config(config)
+        .queue("default", 2)
+        .queue("other_a", 1)
+        .queue("other_b", 1)
+        .state(ledger.clone())
+        .start()
+        .await
+        .unwrap();
+    db.wait_idle(LIMIT).await;
+    let stats = rt.stats();
+    rt.shutdown().await.unwrap();
+    let counts = ledger.counts();
+    assert!(
+        ids.iter().all(|id| counts.get(id) == Some(&1)),
+        "every job ran once"
+    );
+    assert!(
+        stats.overlapping_claims > 0,
+        "the drain sent second claims: {stats:?}"
+    );
+    assert!(
+        stats.throttled_claims > 0,
+        "the two claims in flight took turns at the one slot: {stats:?}"
+    );
+}
