@@ -2,8 +2,10 @@
 //!
 //! Every command is a thin layer over [`lq_runtime::control`], the same calls
 //! the dashboard and an application's own tools use. Run it as the `lq`
-//! binary, or mount it in an application's own command line (its job types
-//! are then linked in, and `doctor` knows them):
+//! binary, or mount it in an application's own command line, as below. Either
+//! way `lq` reads the cluster from the database: `doctor`'s check for queued
+//! jobs nobody runs judges by the job kinds the live runtimes declared
+//! (`lq.runtimes`), not by the types linked into the program running `lq`.
 //!
 //! ```no_run
 //! use clap::Parser;
@@ -34,7 +36,7 @@
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
-use sqlx::PgPool;
+use sqlx::{Connection, PgPool};
 
 mod commands;
 mod filter_args;
@@ -93,6 +95,33 @@ pub async fn run(args: LqArgs) -> ExitCode {
         eprintln!("lq: no database: pass --database-url or set DATABASE_URL");
         return ExitCode::from(2);
     };
+    // Arguments that are wrong whatever the database holds are refused first.
+    if let Err(e) = args.command.check() {
+        eprintln!("lq: {}", output::printable(&e));
+        return ExitCode::from(2);
+    }
+    // One connection of its own first: a pool retries a connection that fails
+    // (refused, no such host, a TLS or login error) until its own timeout, and
+    // then reports only that it timed out, losing the reason.
+    match tokio::time::timeout(CONNECT_TIMEOUT, sqlx::PgConnection::connect(url)).await {
+        Ok(Ok(conn)) => {
+            let _ = conn.close().await;
+        }
+        Ok(Err(e)) => {
+            eprintln!(
+                "lq: cannot connect to the database: {}",
+                output::printable(&causes(&e))
+            );
+            return ExitCode::from(2);
+        }
+        Err(_) => {
+            eprintln!(
+                "lq: cannot connect to the database: no answer within {} s",
+                CONNECT_TIMEOUT.as_secs()
+            );
+            return ExitCode::from(2);
+        }
+    }
     // A command runs one statement at a time; the dashboard serves many pages.
     let connections = match &args.command {
         Command::Serve(a) => a.db_connections,
@@ -100,7 +129,7 @@ pub async fn run(args: LqArgs) -> ExitCode {
     };
     let pool = match sqlx::postgres::PgPoolOptions::new()
         .max_connections(connections)
-        .acquire_timeout(std::time::Duration::from_secs(10))
+        .acquire_timeout(CONNECT_TIMEOUT)
         .connect(url)
         .await
     {
@@ -113,6 +142,21 @@ pub async fn run(args: LqArgs) -> ExitCode {
     let code = run_on(&pool, args.format, args.command).await;
     pool.close().await;
     code
+}
+
+/// Bound on connecting to the database.
+const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+impl Command {
+    /// Refuses arguments that are wrong whatever the database holds (a bulk
+    /// action naming no jobs, ids and a filter together, a filter no database
+    /// takes), so `lq` says so without connecting first.
+    fn check(&self) -> Result<(), String> {
+        match self {
+            Command::Jobs(c) => c.check(),
+            _ => Ok(()),
+        }
+    }
 }
 
 /// Runs `command` on `pool` (for an application that has its own pool).
@@ -147,6 +191,22 @@ fn describe(e: &(dyn std::error::Error + 'static)) -> String {
     let mut text = lq_runtime::chain(e);
     if lq_runtime::lacks_grant(e) {
         text.push_str(" (this role lacks a grant: docs/roles.md lists each role's grants)");
+    }
+    text
+}
+
+/// `e` and its causes, each cause left out whose text is already in (the
+/// driver's connection errors repeat their cause in their own message).
+fn causes(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut next = e.source();
+    while let Some(cause) = next {
+        let more = cause.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        next = cause.source();
     }
     text
 }

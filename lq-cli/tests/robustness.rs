@@ -62,3 +62,33 @@ async fn json_output_shows_a_payload_and_meta_nested_5000_levels_deep() {
     let (code, json, _) = lq(&db, &["jobs", "list", "--queue", "nothing-here"]);
     assert_eq!((code, json), (0, serde_json::json!({"jobs": []})));
 }
+
+/// A server that refuses the connection: `lq` names the reason the operating
+/// system gave, and refuses arguments that are wrong anyway before connecting.
+#[tokio::test]
+async fn a_refused_connection_is_reported_with_its_reason() {
+    let nowhere = "postgres://nobody@127.0.0.1:1/none";
+    let (code, stdout, stderr) = lq_text(nowhere, &[], &["status"]);
+    assert_eq!(code, 2, "{stdout}");
+    assert!(
+        stderr.contains("cannot connect to the database") && stderr.contains("refused"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("timed out"), "{stderr}");
+    for (args, needle) in [
+        (vec!["jobs", "retry"], "retry which jobs?"),
+        (vec!["jobs", "delete", "1", "--queue", "q"], "not both"),
+        (
+            vec!["jobs", "cancel", "--older-than", "5000y"],
+            "older_than is over 1,000 years",
+        ),
+        (vec!["jobs", "list", "--limit=-1"], "limit -1 is negative"),
+    ] {
+        let (code, _, stderr) = lq_text(nowhere, &[], &args);
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(needle) && !stderr.contains("connect"),
+            "{args:?}: {stderr}"
+        );
+    }
+}

@@ -236,18 +236,47 @@ impl<'a> RowJson<'a> {
     }
 }
 
-async fn bulk(pool: &PgPool, out: &Out, a: BulkArgs, verb: &str) -> Result<Outcome, Failure> {
-    if !a.ids.is_empty() && !a.filter.is_empty() {
-        return Err("give job ids or filter flags, not both".into());
+impl JobsCommand {
+    /// The arguments' own mistakes, found without the database.
+    pub(crate) fn check(&self) -> Result<(), String> {
+        let (a, verb) = match self {
+            JobsCommand::List { filter, limit, .. } => {
+                if *limit < 0 {
+                    return Err(format!("limit {limit} is negative"));
+                }
+                return filter.to_filter().validate().map_err(|e| e.to_string());
+            }
+            JobsCommand::Show { .. } => return Ok(()),
+            JobsCommand::Retry(a) => (a, "retry"),
+            JobsCommand::Cancel(a) => (a, "cancel"),
+            JobsCommand::Delete(a) => (a, "delete"),
+        };
+        a.check(verb)
     }
-    // Each filter with the id it was made from, if the user named ids.
-    let filters: Vec<(Option<i64>, JobFilter)> = if a.ids.is_empty() {
-        if a.filter.is_empty() && !a.all {
+}
+
+impl BulkArgs {
+    /// Ids or a filter (or `--all`), and a filter the database would take.
+    fn check(&self, verb: &str) -> Result<(), String> {
+        if !self.ids.is_empty() && !self.filter.is_empty() {
+            return Err("give job ids or filter flags, not both".into());
+        }
+        if self.ids.is_empty() && self.filter.is_empty() && !self.all {
             return Err(format!(
                 "{verb} which jobs? give ids, filter flags (see --help), or --all"
-            )
-            .into());
+            ));
         }
+        self.filter
+            .to_filter()
+            .validate()
+            .map_err(|e| e.to_string())
+    }
+}
+
+async fn bulk(pool: &PgPool, out: &Out, a: BulkArgs, verb: &str) -> Result<Outcome, Failure> {
+    a.check(verb)?;
+    // Each filter with the id it was made from, if the user named ids.
+    let filters: Vec<(Option<i64>, JobFilter)> = if a.ids.is_empty() {
         vec![(None, pinned_to_newest(pool, a.filter.to_filter()).await?)]
     } else {
         a.ids

@@ -1,4 +1,6 @@
 //! Helpers shared by the `lq` process tests: run the binary, insert jobs.
+// Each test crate uses part of these helpers.
+#![allow(dead_code)]
 
 use std::process::Command;
 
