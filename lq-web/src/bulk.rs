@@ -2,8 +2,9 @@
 //! a filter matches. Deleting a selection asks first, on the server. For a
 //! filter the server counts first and asks for a confirmation naming the
 //! number; the confirmed action acts on at most that many, among the jobs that
-//! existed when it was counted (ids up to the newest counted), and lists each
-//! job it refused with the reason.
+//! existed when it was counted (ids up to the newest counted). An action that
+//! ran redirects to its outcome ([`crate::bulk_result`]), which lists each job
+//! it refused with the reason: reloading it runs nothing again.
 
 use std::{
     collections::{HashMap, HashSet},
@@ -20,6 +21,7 @@ use maud::{html, Markup};
 
 use crate::{
     actions::{refused_post, run_to_end},
+    bulk_result::{self, Scope},
     context::Ctx,
     error::PageError,
     guard::FormBody,
@@ -51,7 +53,7 @@ impl Action {
         }
     }
 
-    fn verb(self) -> &'static str {
+    pub(crate) fn verb(self) -> &'static str {
         match self {
             Self::Retry => "retry",
             Self::Cancel => "cancel",
@@ -59,7 +61,7 @@ impl Action {
         }
     }
 
-    fn past(self) -> &'static str {
+    pub(crate) fn past(self) -> &'static str {
         match self {
             Self::Retry => "Retried",
             Self::Cancel => "Cancelled",
@@ -68,7 +70,7 @@ impl Action {
     }
 
     /// The participle lq-core's refusals use ("cannot be retried").
-    fn done(self) -> &'static str {
+    pub(crate) fn done(self) -> &'static str {
         match self {
             Self::Retry => "retried",
             Self::Cancel => "cancelled",
@@ -120,11 +122,21 @@ pub(crate) async fn post(
     State(sh): State<Arc<Shared>>,
     Extension(FormBody(form)): Extension<FormBody>,
 ) -> Response {
-    let result = handle(&ctx, &sh, &form).await;
-    ctx.render("Bulk action", result)
+    match handle(&ctx, &sh, &form).await {
+        Ok(Answer::Page(body)) => ctx.page("Bulk action", body),
+        Ok(Answer::Done(r)) => r,
+        Err(e) => ctx.error(e),
+    }
 }
 
-async fn handle(ctx: &Ctx, sh: &Arc<Shared>, form: &Pairs) -> Result<Markup, PageError> {
+/// What a bulk POST answers: a page that changed nothing (a question, a
+/// count of nothing), or the redirect to the outcome of an action that ran.
+enum Answer {
+    Page(Markup),
+    Done(Response),
+}
+
+async fn handle(ctx: &Ctx, sh: &Arc<Shared>, form: &Pairs) -> Result<Answer, PageError> {
     // A request refused before the action runs is audit-logged here; the
     // action's own outcome is logged by `run_to_end`.
     let refuse = |e: PageError| refused_post(ctx, "bulk", e);
@@ -152,7 +164,7 @@ async fn handle(ctx: &Ctx, sh: &Arc<Shared>, form: &Pairs) -> Result<Markup, Pag
         if action == Action::Delete {
             // Deleting is for good: the server asks, whatever the browser did.
             let Some(confirmed) = form.get("confirm") else {
-                return Ok(confirm_selected(ctx, &ids, shown));
+                return Ok(Answer::Page(confirm_selected(ctx, &ids, shown)));
             };
             let confirmed = params::parse_count("confirm", confirmed).map_err(bad)?;
             if confirmed != ids.len() as u64 {
@@ -162,13 +174,14 @@ async fn handle(ctx: &Ctx, sh: &Arc<Shared>, form: &Pairs) -> Result<Markup, Pag
                 ))));
             }
         }
-        let mut filter = ids.iter().copied().fold(JobFilter::new(), JobFilter::id);
-        let mut what = "the selected jobs".to_owned();
-        if let Some(s) = shown {
-            filter = filter.state(s);
-            what = format!("the selected {s} jobs");
-        }
-        let target = format!("{} {} {ids:?}", ids.len(), &what["the ".len()..]);
+        let filter = shown.into_iter().fold(
+            ids.iter().copied().fold(JobFilter::new(), JobFilter::id),
+            JobFilter::state,
+        );
+        let target = match shown {
+            Some(s) => format!("{} selected {s} jobs {ids:?}", ids.len()),
+            None => format!("{} selected jobs {ids:?}", ids.len()),
+        };
         let states = filter.states.clone();
         let mut result = action.run(ctx, sh, filter, None, target).await;
         if let Ok(r) = &mut result {
@@ -187,7 +200,7 @@ async fn handle(ctx: &Ctx, sh: &Arc<Shared>, form: &Pairs) -> Result<Markup, Pag
                 }
             }
         }
-        return finished(ctx, action, &what, result);
+        return finished(ctx, action, &Scope::Selected(shown), result);
     }
     if form.get("all_matching") != Some("1") {
         return Err(refuse(PageError::bad_request(
@@ -197,7 +210,9 @@ async fn handle(ctx: &Ctx, sh: &Arc<Shared>, form: &Pairs) -> Result<Markup, Pag
     let filter = Filter::parse(form, sh.config.redact.is_some()).map_err(bad)?;
     let described = filter.describe();
     let Some(confirmed) = form.get("confirm") else {
-        return confirmation(ctx, sh, action, &filter).await;
+        return confirmation(ctx, sh, action, &filter)
+            .await
+            .map(Answer::Page);
     };
     let confirmed = params::parse_count("confirm", confirmed).map_err(bad)?;
     let upto = form
@@ -214,7 +229,7 @@ async fn handle(ctx: &Ctx, sh: &Arc<Shared>, form: &Pairs) -> Result<Markup, Pag
     pinned.max_id = Some(upto);
     let target = format!("{confirmed} jobs matching {described} (ids up to {upto})");
     let result = action.run(ctx, sh, pinned, Some(confirmed), target).await;
-    finished(ctx, action, &format!("jobs matching {described}"), result)
+    finished(ctx, action, &Scope::Matching(&filter, upto), result)
 }
 
 /// Counts what the filter matches now and asks to go ahead with that number.
@@ -345,64 +360,24 @@ pub(crate) async fn unreached(
         .collect())
 }
 
-/// The page after a bulk action: its report, or for one that stopped partway,
-/// the error page with the report of what it did before it stopped.
+/// The answer to a bulk action that ran: the redirect to its outcome (also
+/// for one that stopped partway, whose batches before the failure stay done),
+/// or the error page of one that changed nothing.
 fn finished(
     ctx: &Ctx,
     action: Action,
-    what: &str,
+    scope: &Scope<'_>,
     result: Result<BulkReport, lq_core::Error>,
-) -> Result<Markup, PageError> {
-    let e = match result {
-        Ok(r) => {
-            return Ok(html! {
-                h1 #bulk-result { (result_line(action, what, &r)) }
-                (report(ctx, &r))
-            })
+) -> Result<Answer, PageError> {
+    match result {
+        Ok(r) => Ok(Answer::Done(bulk_result::redirect(
+            ctx, action, scope, &r, None,
+        ))),
+        Err(lq_core::Error::BulkStopped { report, source, .. }) => {
+            let status = PageError::from(*source).status;
+            let to = bulk_result::redirect(ctx, action, scope, &report, Some(status));
+            Ok(Answer::Done(to))
         }
-        Err(e) => e,
-    };
-    let done = match &e {
-        lq_core::Error::BulkStopped { report: r, .. } => Some(html! {
-            h2 #bulk-result { (result_line(action, what, r)) " before it stopped" }
-            (report(ctx, r))
-        }),
-        _ => None,
-    };
-    let mut page = PageError::from(e);
-    page.detail = done;
-    Err(page)
-}
-
-/// "Cancelled 3 of 4 jobs matching queue mail".
-fn result_line(action: Action, what: &str, r: &BulkReport) -> String {
-    format!(
-        "{} {} of {} {what}",
-        action.past(),
-        layout::count(r.done.len() as u64),
-        layout::count(r.matched)
-    )
-}
-
-/// What a bulk action did: each refusal with its reason.
-fn report(ctx: &Ctx, r: &BulkReport) -> Markup {
-    html! {
-        @if r.refused.is_empty() {
-            p { "None refused." }
-        } @else {
-            h2 { (layout::count(r.refused.len() as u64)) " refused" }
-            table.refused {
-                thead { tr { th.num { "job" } th { "reason" } } }
-                tbody {
-                    @for (id, why) in &r.refused {
-                        tr {
-                            td.num { a href=(ctx.url(&format!("/jobs/{id}"))) { (id) } }
-                            td { (lq_core::chain(why)) }
-                        }
-                    }
-                }
-            }
-        }
-        p { a href=(ctx.url("/jobs")) { "Back to the jobs" } }
+        Err(e) => Err(e.into()),
     }
 }

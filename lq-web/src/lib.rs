@@ -54,7 +54,9 @@
 //!   a confirmation naming the number. An action on selected jobs, or from a
 //!   job's page, acts only on jobs still in the state the page showed: one
 //!   that moved meanwhile (a dead job retried, a queued one started) is left
-//!   alone and listed as having left it.
+//!   alone and listed as having left it. A bulk action answers with a
+//!   redirect to its outcome (`GET /jobs/bulk`, the counts and each refusal
+//!   in its query string), so reloading that page runs nothing again.
 //! - `/jobs/{id}`: one job, its payload hidden until asked for, every failed
 //!   attempt's error with its time and worker, retry, cancel and delete.
 //! - `/queues` (pause, resume), `/cron` (expression, zone, last tick, next
@@ -113,6 +115,7 @@ mod access;
 mod actions;
 mod api;
 mod bulk;
+mod bulk_result;
 mod charts;
 mod config;
 mod context;
@@ -170,7 +173,7 @@ pub(crate) fn build(pool: PgPool, config: WebConfig, login: Option<String>) -> R
     let mut r = Router::new()
         .route("/", get(pages::overview::page))
         .route("/jobs", get(pages::jobs::page))
-        .route("/jobs/bulk", post(bulk::post))
+        .route("/jobs/bulk", get(bulk_result::page).post(bulk::post))
         .route("/jobs/{id}", get(pages::job::page))
         .route("/jobs/{id}/{action}", post(actions::job))
         .route("/queues", get(pages::queues::page))

@@ -150,7 +150,7 @@ async fn bulk_on_a_selection_acts_on_those_jobs_and_lists_each_refusal() {
     let (a, b, c) = (ids[0].to_string(), ids[1].to_string(), ids[2].to_string());
     // 424242 was deleted (or pruned) after the list was shown.
     let gone = "424242";
-    let r = post(
+    let r = support::acted(
         &app,
         "/jobs/bulk",
         &[
@@ -196,7 +196,7 @@ async fn bulk_on_a_selection_acts_on_those_jobs_and_lists_each_refusal() {
     .expect(StatusCode::BAD_REQUEST)
     .has("the confirmation names 2 jobs, the selection 1");
     assert_eq!(state(&db, ids[3]).await.as_deref(), Some("queued"));
-    post(
+    support::acted(
         &app,
         "/jobs/bulk",
         &[("action", "delete"), ("ids", &d), ("confirm", "1")],
@@ -244,7 +244,7 @@ async fn bulk_by_filter_confirms_the_servers_count_then_acts_on_those_jobs_only(
     let upto = ids[3].to_string();
     let mut go = ask.clone();
     go.extend([("confirm", "4"), ("upto", upto.as_str())]);
-    post(&app, "/jobs/bulk", &go)
+    support::acted(&app, "/jobs/bulk", &go)
         .await
         .expect(StatusCode::OK)
         .has("Retried 4 of 4 jobs matching state dead, queue mail")
@@ -263,7 +263,7 @@ async fn bulk_by_filter_lists_the_jobs_it_refused() {
     let ids = mails(&db, 3).await;
     make_running(&db, ids[1], "w-1").await;
     let upto = ids[2].to_string();
-    post(
+    support::acted(
         &app,
         "/jobs/bulk",
         &[
@@ -287,6 +287,7 @@ async fn bulk_by_filter_lists_the_jobs_it_refused() {
 
 #[tokio::test]
 async fn bulk_by_filter_that_fails_partway_says_how_many_it_did_before() {
+    lq_tests::init_tracing();
     let (db, app) = support::full().await;
     // Two batches: the newest 500 jobs, then the oldest 100, whose first job the
     // server refuses to remove.
@@ -294,7 +295,7 @@ async fn bulk_by_filter_that_fails_partway_says_how_many_it_did_before() {
     let (oldest, newest) = (ids.iter().min().unwrap(), ids.iter().max().unwrap());
     db.refuse_delete(*oldest).await;
     let upto = newest.to_string();
-    post(
+    support::acted(
         &app,
         "/jobs/bulk",
         &[
@@ -308,8 +309,15 @@ async fn bulk_by_filter_that_fails_partway_says_how_many_it_did_before() {
     .await
     .expect(StatusCode::INTERNAL_SERVER_ERROR)
     .has("bulk action stopped partway: 500 jobs were already cancelled and stay so")
-    .has("refused by the test")
+    .has("the full reason is in the audit log")
     .has("Cancelled 500 of 500 jobs matching queue mail before it stopped");
+    // The outcome page's address carries no free text: the reason is logged.
+    let target = format!("600 jobs matching queue mail (ids up to {upto})");
+    let lines =
+        logged(|e| e.target == "lq_web::audit" && e.field("target") == Some(target.as_str()));
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    let outcome = lines[0].field("outcome").unwrap();
+    assert!(outcome.contains("refused by the test"), "{outcome}");
     assert_eq!(state(&db, *newest).await.as_deref(), Some("cancelled"));
     assert_eq!(state(&db, *oldest).await.as_deref(), Some("queued"));
 }
@@ -511,7 +519,7 @@ async fn while_payloads_are_redacted_no_page_shows_a_unique_key() {
         .has(&format!("live job {holder} holds its unique key"))
         .lacks("987654321");
     let selected = held.to_string();
-    post(
+    support::acted(
         &app,
         "/jobs/bulk",
         &[("action", "retry"), ("ids", &selected)],

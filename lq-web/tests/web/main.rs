@@ -3,6 +3,7 @@
 
 mod access;
 mod actions;
+mod bulk_replay;
 mod filters;
 mod grants;
 mod jobs;

@@ -262,3 +262,12 @@ pub fn hidden_in(body: &str, form: &str, name: &str) -> Option<String> {
     let at = body[start..end].find(&needle)? + start + needle.len();
     Some(body[at..at + body[at..].find('"')?].to_owned())
 }
+
+/// A bulk action's POST: asserts it redirects (303, Post/Redirect/Get) to its
+/// outcome page, and returns that page.
+pub async fn acted(app: &Router, path: &str, fields: &[(&str, &str)]) -> Resp {
+    let r = post(app, path, fields).await;
+    r.expect(StatusCode::SEE_OTHER);
+    assert!(r.location().starts_with("/jobs/bulk?"), "{}", r.location());
+    get(app, r.location()).await
+}
