@@ -5,7 +5,7 @@
 use lq_tests::TestDb;
 
 mod common;
-use common::{insert, lq, lq_text};
+use common::{insert, lq, lq_text, Role, OPERATOR_GRANTS};
 
 /// Whether `text` is one JSON document, as PostgreSQL (which takes any depth)
 /// parses it, and `text`'s `path` (a `jsonb` path) equals `expected`.
@@ -91,4 +91,38 @@ async fn a_refused_connection_is_reported_with_its_reason() {
             "{args:?}: {stderr}"
         );
     }
+}
+
+/// Jobs matching a bulk action's filter appear after `lq` looked for the
+/// newest match and found none: none is acted on. (The appearance is staged:
+/// a row policy hides the jobs from `lq`'s listing statement alone, as a job
+/// enqueued between that statement and the count would be.)
+#[tokio::test]
+async fn a_bulk_action_that_finds_no_job_acts_on_none_that_appear_after() {
+    let db = TestDb::new().await;
+    let role = Role::create(&db, "lq_cli_rls").await;
+    role.grant(&db, OPERATOR_GRANTS).await;
+    let ids = insert(&db, "cli.ping", "late-q", 2).await;
+    sqlx::raw_sql(
+        "create function lq.test_not_the_listing() returns boolean language sql stable as
+             $$ select pg_catalog.current_query() !~ 'payload::text as payload.*order by id desc limit' $$;
+         alter table lq.jobs enable row level security;
+         create policy test_hidden_from_the_listing on lq.jobs using (lq.test_not_the_listing());",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    let url = role.url(&db);
+    let cancel = ["jobs", "cancel", "--state", "queued", "--queue", "late-q"];
+    for extra in ["--dry-run", "--yes"] {
+        let (code, stdout, stderr) = lq_text(
+            &url,
+            &["--format", "json"],
+            &[&cancel[..], &[extra]].concat(),
+        );
+        assert_eq!(code, 0, "{extra}: {stderr}");
+        let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+        assert_eq!(json["matched"], 0, "{extra}: {json}");
+    }
+    assert_eq!(db.count("queued").await, 2, "{ids:?} left alone");
 }

@@ -277,7 +277,13 @@ async fn bulk(pool: &PgPool, out: &Out, a: BulkArgs, verb: &str) -> Result<Outco
     a.check(verb)?;
     // Each filter with the id it was made from, if the user named ids.
     let filters: Vec<(Option<i64>, JobFilter)> = if a.ids.is_empty() {
-        vec![(None, pinned_to_newest(pool, a.filter.to_filter()).await?)]
+        // None matching now: none is counted or acted on, not even one
+        // enqueued in the meantime.
+        pinned_to_newest(pool, a.filter.to_filter())
+            .await?
+            .map(|f| (None, f))
+            .into_iter()
+            .collect()
     } else {
         a.ids
             .iter()
@@ -410,9 +416,14 @@ async fn bulk(pool: &PgPool, out: &Out, a: BulkArgs, verb: &str) -> Result<Outco
 
 /// `filter` narrowed to the jobs it matches now: ids up to the newest match, so
 /// a job enqueued after the count (and the confirmation) is never acted on.
-async fn pinned_to_newest(pool: &PgPool, mut filter: JobFilter) -> Result<JobFilter, Failure> {
-    if let Some(newest) = control::list(pool, &filter, 1).await?.first() {
-        filter.max_id = Some(filter.max_id.map_or(newest.id, |m| m.min(newest.id)));
-    }
-    Ok(filter)
+/// `None` when nothing matches now.
+async fn pinned_to_newest(
+    pool: &PgPool,
+    mut filter: JobFilter,
+) -> Result<Option<JobFilter>, Failure> {
+    let Some(newest) = control::list(pool, &filter, 1).await?.into_iter().next() else {
+        return Ok(None);
+    };
+    filter.max_id = Some(filter.max_id.map_or(newest.id, |m| m.min(newest.id)));
+    Ok(Some(filter))
 }

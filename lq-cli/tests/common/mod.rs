@@ -48,3 +48,52 @@ pub async fn insert(db: &TestDb, kind: &str, queue: &str, n: i64) -> Vec<i64> {
     .await
     .unwrap()
 }
+
+/// A login role of its own for one test (roles are cluster-wide), dropped when
+/// the value drops. Declare it before the test's database, so that the
+/// database (holding the role's grants) is dropped first.
+pub struct Role {
+    /// The role's name.
+    pub name: String,
+}
+
+impl Role {
+    /// Creates a login role named `prefix` and a random suffix on `db`'s server.
+    pub async fn create(db: &TestDb, prefix: &str) -> Self {
+        let name = format!("{prefix}_{:08x}", fastrand::u32(..));
+        sqlx::raw_sql(&format!("create role {name} login"))
+            .execute(&db.pool)
+            .await
+            .unwrap();
+        Self { name }
+    }
+
+    /// Runs `grants` on `db`, `{role}` standing for this role.
+    pub async fn grant(&self, db: &TestDb, grants: &str) {
+        sqlx::raw_sql(&grants.replace("{role}", &self.name))
+            .execute(&db.pool)
+            .await
+            .unwrap();
+    }
+
+    /// `db`'s URL, logging in as this role.
+    pub fn url(&self, db: &TestDb) -> String {
+        let (scheme, rest) = db.url.split_once("://").unwrap();
+        let host_and_db = rest.rsplit_once('@').map_or(rest, |(_, r)| r);
+        format!("{scheme}://{}@{host_and_db}", self.name)
+    }
+}
+
+impl Drop for Role {
+    fn drop(&mut self) {
+        lq_tests::run_as_admin_from_drop(vec![format!("drop role if exists {}", self.name)]);
+    }
+}
+
+/// The operator's grants of docs/roles.md, but pg_monitor.
+pub const OPERATOR_GRANTS: &str = "
+    grant usage on schema lq to {role};
+    grant select, insert, update, delete on lq.jobs, lq.finished_jobs to {role};
+    grant select, insert, update on lq.queues to {role};
+    grant select on lq.all_jobs, lq.runtimes, lq.leader, lq.cron_schedules, lq.cron_ticks,
+        lq.stats_minute, lq.schema_migrations to {role};";
