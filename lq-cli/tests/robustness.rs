@@ -126,3 +126,65 @@ async fn a_bulk_action_that_finds_no_job_acts_on_none_that_appear_after() {
     }
     assert_eq!(db.count("queued").await, 2, "{ids:?} left alone");
 }
+
+/// `status --watch --format json` prints one compact document per line, and
+/// a Ctrl-C ends it even while a redraw waits on the database.
+#[tokio::test]
+async fn status_watch_streams_one_json_document_per_line_and_stops_on_ctrl_c_mid_redraw() {
+    use std::io::BufRead;
+    let db = TestDb::new().await;
+    insert(&db, "cli.ping", "watch-q", 2).await;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_lq"))
+        .args(["--format", "json", "status", "--watch", "1s"])
+        .env("DATABASE_URL", &db.url)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("run lq");
+    let stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let (first, second) = tokio::task::spawn_blocking(move || {
+        let mut lines = stdout.lines();
+        let mut next = || lines.next().expect("a line").expect("text");
+        (next(), next())
+    })
+    .await
+    .unwrap();
+    for line in [first, second] {
+        let doc: serde_json::Value =
+            serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
+        assert_eq!(doc["queues"][0]["queue"], "watch-q", "{doc}");
+        assert_eq!(doc["queues"][0]["available"], 2, "{doc}");
+    }
+
+    // The next redraw waits for this lock; Ctrl-C meanwhile.
+    let mut lock = db.pool.begin().await.unwrap();
+    sqlx::query("lock table lq.finished_jobs in access exclusive mode")
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+    db.wait_for(
+        "lq's redraw to wait for the lock",
+        "select exists (select from pg_stat_activity
+                        where datname = current_database() and wait_event_type = 'Lock')",
+        std::time::Duration::from_secs(30),
+    )
+    .await;
+    let interrupted = std::process::Command::new("kill")
+        .args(["-s", "INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(interrupted.success());
+    let pid = child.id().to_string();
+    let exited = tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        tokio::task::spawn_blocking(move || child.wait().unwrap()),
+    )
+    .await;
+    if exited.is_err() {
+        let _ = std::process::Command::new("kill")
+            .args(["-s", "KILL", &pid])
+            .status();
+    }
+    lock.rollback().await.unwrap();
+    let status = exited.expect("lq still running 20 s after Ctrl-C").unwrap();
+    assert_eq!(status.code(), Some(0), "{status:?}");
+}

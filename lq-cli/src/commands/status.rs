@@ -15,7 +15,8 @@ use crate::{
 
 #[derive(Debug, Default, Args)]
 pub struct StatusArgs {
-    /// Redraw every this often (e.g. `2s`, at least `1s`) until Ctrl-C.
+    /// Redraw every this often (e.g. `2s`, at least `1s`) until Ctrl-C; with
+    /// `--format json`, one compact JSON document per line each time.
     #[arg(long, value_parser = parse_watch)]
     pub watch: Option<Duration>,
 }
@@ -74,43 +75,50 @@ async fn lines(pool: &PgPool) -> Result<BTreeMap<String, Line>, Failure> {
     Ok(lines)
 }
 
+/// The queues' lines as JSON.
+fn to_json(lines: &BTreeMap<String, Line>) -> serde_json::Value {
+    json!({"queues": lines.iter().map(|(name, l)| json!({
+        "queue": name, "available": l.available,
+        "paused": l.paused.as_ref().map(|p| json!({"at": p.at, "by": p.by})),
+        "scheduled": l.scheduled, "running": l.running,
+        "oldest_wait_secs": l.oldest_wait.map(|d| d.as_secs_f64()),
+        "succeeded_last_hour": l.succeeded_1h, "dead_last_hour": l.dead_1h,
+    })).collect::<Vec<_>>()})
+}
+
+/// One `--watch` redraw in JSON: one line.
+fn json_line(lines: &BTreeMap<String, Line>) -> String {
+    to_json(lines).to_string()
+}
+
 fn print(out: &Out, lines: &BTreeMap<String, Line>) {
-    out.emit(
-        &json!({"queues": lines.iter().map(|(name, l)| json!({
-            "queue": name, "available": l.available,
-            "paused": l.paused.as_ref().map(|p| json!({"at": p.at, "by": p.by})),
-            "scheduled": l.scheduled, "running": l.running,
-            "oldest_wait_secs": l.oldest_wait.map(|d| d.as_secs_f64()),
-            "succeeded_last_hour": l.succeeded_1h, "dead_last_hour": l.dead_1h,
-        })).collect::<Vec<_>>()}),
-        || {
-            let mut t = crate::output::table(&[
-                "queue",
-                "ready",
-                "scheduled",
-                "running",
-                "oldest wait",
-                "succeeded 1h",
-                "dead 1h",
-                "paused",
+    out.emit(&to_json(lines), || {
+        let mut t = crate::output::table(&[
+            "queue",
+            "ready",
+            "scheduled",
+            "running",
+            "oldest wait",
+            "succeeded 1h",
+            "dead 1h",
+            "paused",
+        ]);
+        for (name, l) in lines {
+            t.add_row(vec![
+                name.clone(),
+                l.available.to_string(),
+                l.scheduled.to_string(),
+                l.running.to_string(),
+                l.oldest_wait.map_or("-".to_owned(), human),
+                l.succeeded_1h.to_string(),
+                l.dead_1h.to_string(),
+                l.paused.as_ref().map_or(String::new(), |p| {
+                    format!("{} by {}", p.at.format("%F %T"), p.by)
+                }),
             ]);
-            for (name, l) in lines {
-                t.add_row(vec![
-                    name.clone(),
-                    l.available.to_string(),
-                    l.scheduled.to_string(),
-                    l.running.to_string(),
-                    l.oldest_wait.map_or("-".to_owned(), human),
-                    l.succeeded_1h.to_string(),
-                    l.dead_1h.to_string(),
-                    l.paused.as_ref().map_or(String::new(), |p| {
-                        format!("{} by {}", p.at.format("%F %T"), p.by)
-                    }),
-                ]);
-            }
-            t
-        },
-    );
+        }
+        t
+    });
 }
 
 pub(crate) async fn run(pool: &PgPool, out: &Out, args: StatusArgs) -> Result<Outcome, Failure> {
@@ -118,15 +126,27 @@ pub(crate) async fn run(pool: &PgPool, out: &Out, args: StatusArgs) -> Result<Ou
         print(out, &lines(pool).await?);
         return Ok(Outcome::Clean);
     };
+    // Listened for from the start and across the redraws: a Ctrl-C while a
+    // redraw waits on the database ends the watch too (a listener made
+    // afresh for each pause missed every press before it).
+    let ctrl_c = tokio::signal::ctrl_c();
+    tokio::pin!(ctrl_c);
     loop {
-        let now = lines(pool).await?;
-        if !out.is_json() {
+        let now = tokio::select! {
+            now = lines(pool) => now?,
+            _ = &mut ctrl_c => return Ok(Outcome::Clean),
+        };
+        if out.is_json() {
+            // One compact document per line (NDJSON), for a script to read
+            // line by line.
+            println!("{}", json_line(&now));
+        } else {
             print!("\x1b[2J\x1b[H");
+            print(out, &now);
         }
-        print(out, &now);
         tokio::select! {
             _ = tokio::time::sleep(every) => {}
-            _ = tokio::signal::ctrl_c() => return Ok(Outcome::Clean),
+            _ = &mut ctrl_c => return Ok(Outcome::Clean),
         }
     }
 }
