@@ -17,7 +17,11 @@ use std::{
     time::Duration,
 };
 
-use lq_core::{chain, db, Error};
+use lq_core::{
+    chain,
+    chrono::{DateTime, Utc},
+    db, Error,
+};
 use sqlx::PgConnection;
 use tokio::time::Instant;
 use tracing::{info, warn};
@@ -118,9 +122,10 @@ pub(crate) async fn run(shared: Arc<Shared>, queues: Vec<(String, usize)>) {
     let every = lease / 5;
     let mut conn: Option<PgConnection> = None;
     let mut leading = false;
+    let mut row = Row::default();
     loop {
         let started = Instant::now();
-        match beat(&shared, &presence, &mut conn).await {
+        match beat(&shared, &presence, &mut conn, &mut row).await {
             Ok(Beat::Leading) => {
                 // Act as leader only while the lease surely holds: it was taken
                 // after `started`, for `lease` of database time; a tenth is
@@ -156,11 +161,21 @@ pub(crate) async fn run(shared: Arc<Shared>, queues: Vec<(String, usize)>) {
         }
     }
     shared.leadership.expire();
-    if let Err(e) = leave(&shared, &mut conn).await {
+    if let Err(e) = leave(&shared, &mut conn, &row).await {
         warn!(error = %chain(&e), "could not leave the cluster cleanly; the row and lease expire on their own");
     } else if leading {
         info!("maintenance leadership handed over");
     }
+}
+
+/// Which row of `lq.runtimes` is this runtime's: the `started_at` its last
+/// beat returned. Two runtimes configured with one `owner` share an id; only the
+/// one whose row it is writes it, leads, and removes it.
+#[derive(Default)]
+struct Row {
+    started_at: Option<DateTime<Utc>>,
+    /// The last beat found the id held by a live runtime of another process.
+    refused: bool,
 }
 
 enum Beat {
@@ -173,6 +188,7 @@ async fn beat(
     shared: &Shared,
     presence: &Presence,
     conn: &mut Option<PgConnection>,
+    row: &mut Row,
 ) -> Result<Beat, Error> {
     let lease = shared.config.leader_lease.as_secs_f64();
     let record = db::cluster::RuntimeRecord {
@@ -190,14 +206,43 @@ async fn beat(
     // gave up on is never won behind its back.
     let t = shared.config.db_timeout;
     let c = shared.own_connection(conn, "cluster_connect").await?;
-    db::timed("cluster_beat", t, db::cluster::runtime_beat(c, &record)).await?;
-    let owner = &shared.config.owner;
-    let leads = db::timed(
+    let written = db::timed(
         "cluster_beat",
         t,
-        db::cluster::leader_acquire(c, owner, lease),
+        db::cluster::runtime_beat(c, &record, row.started_at),
     )
     .await?;
+    let owner = &shared.config.owner;
+    let leads = match written {
+        Some(started_at) => {
+            if row.refused {
+                info!(%owner, "this runtime's row in lq.runtimes is its own again");
+            }
+            *row = Row {
+                started_at: Some(started_at),
+                refused: false,
+            };
+            db::timed(
+                "cluster_beat",
+                t,
+                db::cluster::leader_acquire(c, owner, lease, started_at),
+            )
+            .await?
+        }
+        None => {
+            if !row.refused {
+                warn!(
+                    %owner,
+                    "another live runtime has this owner name: this one neither reports itself in lq.runtimes nor leads until that one stops; give each runtime its own owner"
+                );
+            }
+            *row = Row {
+                started_at: None,
+                refused: true,
+            };
+            None
+        }
+    };
     if leads.is_some() {
         // Rows of runtimes gone are kept for the unknown-kind grace: until then
         // they still vouch for the kinds they declared (a restart's backlog is
@@ -229,14 +274,18 @@ async fn beat(
     })))
 }
 
-async fn leave(shared: &Shared, conn: &mut Option<PgConnection>) -> Result<(), Error> {
+async fn leave(shared: &Shared, conn: &mut Option<PgConnection>, row: &Row) -> Result<(), Error> {
+    let Some(started_at) = row.started_at else {
+        return Ok(()); // no row of its own, nor a lease
+    };
     db::timed(
         "cluster_leave",
         shared.config.db_timeout.min(Duration::from_secs(2)),
         async {
             let c = shared.own_connection(conn, "cluster_connect").await?;
-            db::cluster::leader_resign(c, &shared.config.owner).await?;
-            db::cluster::runtime_leave(c, &shared.config.owner).await
+            let owner = &shared.config.owner;
+            db::cluster::leader_resign(c, owner, started_at).await?;
+            db::cluster::runtime_leave(c, owner, started_at).await
         },
     )
     .await

@@ -67,7 +67,9 @@ pub struct RuntimeConfig {
     /// after being ready this long (default 10 min; `None` leaves them).
     pub unknown_kind_grace: Option<Duration>,
     /// Name recorded as the lease owner (default `host:pid:random`), and this
-    /// runtime's id in `lq.runtimes`.
+    /// runtime's id in `lq.runtimes`. Give each runtime its own: of two live
+    /// runtimes with one owner, the second warns, and neither writes the row nor
+    /// leads until the first stops.
     pub owner: String,
     /// The maintenance leader's lease (default 5 s). One runtime in the cluster
     /// holds it and alone runs rescue, pruning, vacuum and the burial of unknown

@@ -109,6 +109,12 @@ impl Runtime {
         &self.shared.config.owner
     }
 
+    /// Whether this runtime is the cluster's maintenance leader now: it holds
+    /// the lease in `lq.leader`, renewed in time (see `RuntimeConfig::leader_lease`).
+    pub fn is_leader(&self) -> bool {
+        self.shared.is_leader()
+    }
+
     /// The bound on each database call (`db_timeout`).
     pub(crate) fn db_timeout(&self) -> std::time::Duration {
         self.shared.config.db_timeout

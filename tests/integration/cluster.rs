@@ -274,3 +274,66 @@ async fn a_kind_is_unknown_only_when_no_live_runtime_serving_its_queue_declares_
     .await;
     old.shutdown().await.unwrap();
 }
+
+/// Two runtimes configured with one `owner`: the second neither overwrites the
+/// first's row nor leads beside it; when the first stops, it takes the row over
+/// and leads.
+#[tokio::test]
+async fn a_second_runtime_with_the_same_owner_neither_takes_the_row_nor_leads() {
+    let db = TestDb::new().await;
+    let first = start(&db, "twin", fast_lease()).await;
+    db.wait_for(
+        "the first twin to lead",
+        "select exists (select from lq.leader where holder = 'twin')",
+        LIMIT,
+    )
+    .await;
+    let first_row: (i32, chrono::DateTime<chrono::Utc>) =
+        sqlx::query_as("select pid, started_at from lq.runtimes where id = 'twin'")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    let second = start(&db, "twin", fast_lease()).await;
+    // Five renewals of the lease (every 100 ms) give the second twin's beats,
+    // every 100 ms too, time to try to lead.
+    let mut renewals = 0;
+    let mut last: Option<chrono::DateTime<chrono::Utc>> = None;
+    while renewals < 5 {
+        let expires: chrono::DateTime<chrono::Utc> = sqlx::query_scalar(
+            "select expires_at from lq.leader, pg_sleep(0.02) where holder = 'twin'",
+        )
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+        if last.is_some_and(|l| l != expires) {
+            renewals += 1;
+        }
+        last = Some(expires);
+        assert!(
+            !(first.is_leader() && second.is_leader()),
+            "two runtimes lead at once"
+        );
+    }
+    assert!(first.is_leader() && !second.is_leader());
+    let row: (i32, chrono::DateTime<chrono::Utc>) =
+        sqlx::query_as("select pid, started_at from lq.runtimes where id = 'twin'")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    assert_eq!(row, first_row, "the first twin's row is its own");
+    first.shutdown().await.unwrap();
+    db.wait_for(
+        "the second twin to take the row over and lead",
+        "select exists (select from lq.runtimes r join lq.leader l on l.holder = r.id
+             where r.id = 'twin' and r.expires_at > now() and l.expires_at > now())",
+        LIMIT,
+    )
+    .await;
+    let started_at: chrono::DateTime<chrono::Utc> =
+        sqlx::query_scalar("select started_at from lq.runtimes where id = 'twin'")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    assert!(started_at > first_row.1, "taken over as a new row");
+    second.shutdown().await.unwrap();
+}

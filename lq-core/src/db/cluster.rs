@@ -20,13 +20,26 @@ pub struct RuntimeRecord<'a> {
     pub ttl_secs: f64,
 }
 
-/// Writes or refreshes this runtime's row.
-pub async fn runtime_beat(conn: &mut PgConnection, r: &RuntimeRecord<'_>) -> Result<(), Error> {
-    sqlx::query(
+/// Writes or refreshes this runtime's row, if it is this runtime's: the row
+/// `started_at` names (the value the last beat returned), or a row whose
+/// runtime stopped beating, taken over with a new `started_at`. Returns the
+/// row's `started_at`, or `None` when a live runtime of another process holds
+/// the id (two runtimes configured with one `owner`).
+pub async fn runtime_beat(
+    conn: &mut PgConnection,
+    r: &RuntimeRecord<'_>,
+    started_at: Option<DateTime<Utc>>,
+) -> Result<Option<DateTime<Utc>>, Error> {
+    sqlx::query_scalar(
         "insert into lq.runtimes (id, host, pid, version, queues, kinds, expires_at)
          values ($1, $2, $3, $4, $5, $6, now() + make_interval(secs => $7))
          on conflict (id) do update set heartbeat_at = now(), expires_at = excluded.expires_at,
-             queues = excluded.queues, kinds = excluded.kinds",
+             queues = excluded.queues, kinds = excluded.kinds,
+             host = excluded.host, pid = excluded.pid, version = excluded.version,
+             started_at = case when lq.runtimes.started_at = $8 then lq.runtimes.started_at
+                               else now() end
+         where lq.runtimes.started_at = $8 or lq.runtimes.expires_at < now()
+         returning started_at",
     )
     .bind(r.id)
     .bind(r.host)
@@ -35,22 +48,30 @@ pub async fn runtime_beat(conn: &mut PgConnection, r: &RuntimeRecord<'_>) -> Res
     .bind(r.queues)
     .bind(r.kinds)
     .bind(r.ttl_secs)
-    .execute(&mut *conn)
+    .bind(started_at)
+    .fetch_optional(&mut *conn)
     .await
-    .map_err(err("runtime_beat"))?;
-    Ok(())
+    .map_err(err("runtime_beat"))
 }
 
-/// Marks this runtime's row as no longer alive (at shutdown). The row stays
-/// until [`runtimes_reap`] removes it: until then it still vouches for the
-/// kinds the runtime declared, so a restart does not get its backlog buried as
-/// unknown.
-pub async fn runtime_leave(conn: &mut PgConnection, id: &str) -> Result<(), Error> {
-    sqlx::query("update lq.runtimes set expires_at = least(expires_at, now()) where id = $1")
-        .bind(id)
-        .execute(&mut *conn)
-        .await
-        .map_err(err("runtime_leave"))?;
+/// Marks this runtime's row (the one `started_at` names) as no longer alive,
+/// at shutdown. The row stays until [`runtimes_reap`] removes it: until then it
+/// still vouches for the kinds the runtime declared, so a restart does not get
+/// its backlog buried as unknown.
+pub async fn runtime_leave(
+    conn: &mut PgConnection,
+    id: &str,
+    started_at: DateTime<Utc>,
+) -> Result<(), Error> {
+    sqlx::query(
+        "update lq.runtimes set expires_at = least(expires_at, now())
+         where id = $1 and started_at = $2",
+    )
+    .bind(id)
+    .bind(started_at)
+    .execute(&mut *conn)
+    .await
+    .map_err(err("runtime_leave"))?;
     Ok(())
 }
 
@@ -69,16 +90,20 @@ pub async fn runtimes_reap(conn: &mut PgConnection, keep_secs: f64) -> Result<Ve
 }
 
 /// Takes the leader lease for `holder`, or renews it if `holder` has it, for
-/// `ttl_secs` of database time. Returns the lease's expiry when `holder` leads
+/// `ttl_secs` of database time, while `holder`'s row in `lq.runtimes` is the
+/// one `started_at` names (so of two runtimes given one `owner`, only the one
+/// whose row it is can lead). Returns the lease's expiry when `holder` leads
 /// now, `None` when another runtime's lease is still valid.
 pub async fn leader_acquire(
     conn: &mut PgConnection,
     holder: &str,
     ttl_secs: f64,
+    started_at: DateTime<Utc>,
 ) -> Result<Option<DateTime<Utc>>, Error> {
     sqlx::query_scalar(
         "insert into lq.leader (name, holder, elected_at, expires_at)
-         values ('maintenance', $1, now(), now() + make_interval(secs => $2))
+         select 'maintenance', $1, now(), now() + make_interval(secs => $2)
+         where exists (select from lq.runtimes where id = $1 and started_at = $3)
          on conflict (name) do update set
              holder = excluded.holder,
              elected_at = case when lq.leader.holder = excluded.holder
@@ -89,19 +114,29 @@ pub async fn leader_acquire(
     )
     .bind(holder)
     .bind(ttl_secs)
+    .bind(started_at)
     .fetch_optional(&mut *conn)
     .await
     .map_err(err("leader_acquire"))
 }
 
-/// Gives the lease up, if `holder` has it, so another runtime takes over at its
-/// next beat instead of after the lease runs out.
-pub async fn leader_resign(conn: &mut PgConnection, holder: &str) -> Result<(), Error> {
-    sqlx::query("delete from lq.leader where name = 'maintenance' and holder = $1")
-        .bind(holder)
-        .execute(&mut *conn)
-        .await
-        .map_err(err("leader_resign"))?;
+/// Gives the lease up, if `holder` has it and its row is the one `started_at`
+/// names, so another runtime takes over at its next beat instead of after the
+/// lease runs out.
+pub async fn leader_resign(
+    conn: &mut PgConnection,
+    holder: &str,
+    started_at: DateTime<Utc>,
+) -> Result<(), Error> {
+    sqlx::query(
+        "delete from lq.leader where name = 'maintenance' and holder = $1
+           and exists (select from lq.runtimes where id = $1 and started_at = $2)",
+    )
+    .bind(holder)
+    .bind(started_at)
+    .execute(&mut *conn)
+    .await
+    .map_err(err("leader_resign"))?;
     Ok(())
 }
 
