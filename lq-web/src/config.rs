@@ -40,6 +40,9 @@ pub struct WebConfig {
     pub(crate) refresh: Option<Duration>,
     pub(crate) base_path: Option<String>,
     pub(crate) redact: Option<Redact>,
+    /// Origins (`scheme://host[:port]`, lowercase, no default port) the Origin
+    /// check accepts besides the request's own host.
+    pub(crate) public_origins: Vec<String>,
 }
 
 impl Default for WebConfig {
@@ -50,6 +53,7 @@ impl Default for WebConfig {
             refresh: Some(Duration::from_secs(5)),
             base_path: None,
             redact: None,
+            public_origins: Vec::new(),
         }
     }
 }
@@ -61,6 +65,7 @@ impl fmt::Debug for WebConfig {
             .field("refresh", &self.refresh)
             .field("base_path", &self.base_path)
             .field("redact", &self.redact.is_some())
+            .field("public_origins", &self.public_origins)
             .finish_non_exhaustive()
     }
 }
@@ -131,6 +136,25 @@ impl WebConfig {
     /// let config = lq_web::WebConfig::new().base_path("/queue");
     /// # let _ = config;
     /// ```
+    ///
+    /// # Behind a reverse proxy
+    ///
+    /// Every action is a POST whose `Origin` (sent by browsers) must name the
+    /// host the request was addressed to: its `Host` header, or over HTTP/2
+    /// its `:authority`. A proxy that rewrites `Host` to its upstream's name
+    /// (nginx's default, `proxy_set_header Host $proxy_host`) makes every
+    /// action look cross-origin, and each is refused with 403. Either pass the
+    /// browser's host on:
+    ///
+    /// ```text
+    /// location /queue/ {
+    ///     proxy_pass http://127.0.0.1:8080/;
+    ///     proxy_set_header Host $host;
+    ///     proxy_set_header X-Forwarded-Proto $scheme;
+    /// }
+    /// ```
+    ///
+    /// or name the address browsers use with [`WebConfig::public_origin`].
     pub fn base_path(mut self, path: impl Into<String>) -> Self {
         let path = path.into();
         self.base_path = Some(path.trim_end_matches('/').to_owned());
@@ -159,12 +183,64 @@ impl WebConfig {
         self
     }
 
+    /// An origin (`https://ops.example.com`, or with a port) whose pages may
+    /// post actions, besides the host each request names: the address
+    /// browsers use when a proxy in front rewrites `Host` (see
+    /// [`WebConfig::base_path`] for the proxy setup). Origins accumulate; a
+    /// path, a trailing slash, a default port and letter case are ignored.
+    ///
+    /// ```
+    /// let config = lq_web::WebConfig::new()
+    ///     .actions(true)
+    ///     .public_origin("https://ops.example.com");
+    /// # let _ = config;
+    /// ```
+    pub fn public_origin(mut self, origin: impl AsRef<str>) -> Self {
+        self.public_origins.push(normalize_origin(origin.as_ref()));
+        self
+    }
+
     /// The most any request may get under this configuration.
     pub(crate) fn cap(&self) -> Access {
         if self.actions {
             Access::Full
         } else {
             Access::ReadOnly
+        }
+    }
+}
+
+/// `origin` as browsers send it in `Origin`: `scheme://host[:port]`,
+/// lowercase, without a path or the scheme's default port.
+pub(crate) fn normalize_origin(origin: &str) -> String {
+    let origin = origin.trim().to_ascii_lowercase();
+    let (scheme, rest) = origin.split_once("://").unwrap_or(("", origin.as_str()));
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let authority = match scheme {
+        "https" => authority.strip_suffix(":443").unwrap_or(authority),
+        "http" => authority.strip_suffix(":80").unwrap_or(authority),
+        _ => authority,
+    };
+    format!("{scheme}://{authority}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::normalize_origin;
+
+    #[test]
+    fn origins_are_compared_as_browsers_send_them() {
+        for (given, origin) in [
+            ("https://ops.example.com", "https://ops.example.com"),
+            ("HTTPS://Ops.Example.com:443/", "https://ops.example.com"),
+            (
+                "https://ops.example.com/queue/jobs",
+                "https://ops.example.com",
+            ),
+            ("http://ops.example.com:80", "http://ops.example.com"),
+            ("http://ops.example.com:8443", "http://ops.example.com:8443"),
+        ] {
+            assert_eq!(normalize_origin(given), origin, "{given}");
         }
     }
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use axum::{
     body::Body,
     extract::{NestedPath, Request, State},
-    http::{header, request::Parts, HeaderMap, HeaderValue, Method, StatusCode},
+    http::{header, request::Parts, HeaderValue, Method, StatusCode},
     middleware::Next,
     response::{IntoResponse, Response},
 };
@@ -148,7 +148,7 @@ async fn checked_form(
             "this dashboard is read-only: actions are disabled"
         }));
     }
-    same_origin(&parts.headers)?;
+    same_origin(parts, &sh.config.public_origins)?;
     let bytes = axum::body::to_bytes(body, MAX_FORM_BYTES)
         .await
         .map_err(|_| PageError::new(StatusCode::PAYLOAD_TOO_LARGE, "the form is too large"))?;
@@ -164,10 +164,13 @@ async fn checked_form(
     }
 }
 
-/// Refuses a request another site's page sent: an `Origin` naming another
-/// host than the request's `Host`, or a `Sec-Fetch-Site` other than
-/// `same-origin` or `none`.
-pub(crate) fn same_origin(headers: &HeaderMap) -> Result<(), PageError> {
+/// Refuses a request another site's page sent: a `Sec-Fetch-Site` other
+/// than `same-origin` or `none`, or an `Origin` that names neither the host
+/// the request was addressed to (its `Host`, or over HTTP/2, which has no
+/// `Host`, its `:authority`) nor one of the configured public origins
+/// ([`crate::WebConfig::public_origin`]).
+pub(crate) fn same_origin(parts: &Parts, public: &[String]) -> Result<(), PageError> {
+    let headers = &parts.headers;
     if let Some(site) = headers.get("sec-fetch-site") {
         if !matches!(site.as_bytes(), b"same-origin" | b"none") {
             return Err(PageError::forbidden(
@@ -178,16 +181,23 @@ pub(crate) fn same_origin(headers: &HeaderMap) -> Result<(), PageError> {
     let Some(origin) = headers.get(header::ORIGIN) else {
         return Ok(());
     };
+    let origin = origin.to_str().ok().map(|o| o.trim_end_matches('/'));
+    if origin.is_some_and(|o| public.contains(&crate::config::normalize_origin(o))) {
+        return Ok(());
+    }
     let origin_host = origin
-        .to_str()
-        .ok()
         .and_then(|o| o.split_once("://"))
-        .map(|(_, host)| host.trim_end_matches('/'));
-    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
+        .map(|(_, host)| host);
+    let host = match headers.get(header::HOST) {
+        Some(h) => h.to_str().ok(),
+        None => parts.uri.authority().map(|a| a.as_str()),
+    };
     match (origin_host, host) {
         (Some(o), Some(h)) if o.eq_ignore_ascii_case(h) => Ok(()),
         _ => Err(PageError::forbidden(
-            "cross-origin request refused: its Origin is not this dashboard's host",
+            "cross-origin request refused: its Origin is not this dashboard's host \
+             (behind a proxy that rewrites Host, set WebConfig::public_origin or \
+             lq serve --public-origin)",
         )),
     }
 }

@@ -80,7 +80,9 @@
 //!
 //! Every action is a POST, checked on the server before anything changes,
 //! whatever the page showed: full access, an `Origin` (when sent) naming the
-//! request's `Host` and a `Sec-Fetch-Site` (when sent) of `same-origin`, and a
+//! request's host (its `Host`, or HTTP/2's `:authority`) or a configured
+//! [`WebConfig::public_origin`] (behind a proxy that rewrites `Host`: see
+//! [`WebConfig::base_path`]) and a `Sec-Fetch-Site` (when sent) of `same-origin`, and a
 //! CSRF token in the form matching the `lq_csrf` cookie (double submit; the
 //! cookie is `HttpOnly; SameSite=Strict`). Each action and each refused POST is
 //! logged at info level to the `tracing` target `lq_web::audit`, with the user

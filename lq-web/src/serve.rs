@@ -52,6 +52,9 @@ pub struct ServeOptions {
     pub basic: Option<(String, String)>,
     /// How often pages refresh themselves (default 5 s).
     pub refresh: Duration,
+    /// The addresses browsers use when a proxy in front rewrites `Host`
+    /// ([`WebConfig::public_origin`]).
+    pub public_origins: Vec<String>,
 }
 
 impl std::fmt::Debug for ServeOptions {
@@ -62,6 +65,7 @@ impl std::fmt::Debug for ServeOptions {
             .field("token", &self.token.as_ref().map(|_| "…"))
             .field("basic", &self.basic.as_ref().map(|(u, _)| (u, "…")))
             .field("refresh", &self.refresh)
+            .field("public_origins", &self.public_origins)
             .finish()
     }
 }
@@ -88,6 +92,7 @@ impl ServeOptions {
             token: None,
             basic: None,
             refresh: Duration::from_secs(5),
+            public_origins: Vec::new(),
         }
     }
 
@@ -133,6 +138,18 @@ impl ServeOptions {
     /// ```
     pub fn refresh(mut self, every: Duration) -> Self {
         self.refresh = every;
+        self
+    }
+
+    /// Also accept actions posted from `origin`, the address browsers use
+    /// behind a proxy that rewrites `Host` ([`WebConfig::public_origin`]).
+    ///
+    /// ```
+    /// let options = lq_web::ServeOptions::default().public_origin("https://ops.example.com");
+    /// assert_eq!(options.public_origins, ["https://ops.example.com"]);
+    /// ```
+    pub fn public_origin(mut self, origin: impl Into<String>) -> Self {
+        self.public_origins.push(origin.into());
         self
     }
 
@@ -185,6 +202,7 @@ pub fn standalone(pool: PgPool, options: &ServeOptions) -> Result<Router, Error>
             token: options.token.clone(),
             basic: options.basic.clone(),
         });
+    let config = (options.public_origins.iter()).fold(config, WebConfig::public_origin);
     let app = crate::build(pool, config, options.token.clone());
     Ok(if options.token.is_none() && options.basic.is_none() {
         app.layer(middleware::from_fn(loopback_host_only))

@@ -3,6 +3,7 @@
 use std::{net::SocketAddr, time::Duration};
 
 use clap::Args;
+use lq_web::ServeOptions;
 use sqlx::PgPool;
 
 use crate::{filter_args::parse_duration, Failure, Outcome};
@@ -22,6 +23,11 @@ pub struct ServeArgs {
     /// Require basic auth with this `user:password`.
     #[arg(long, env = "LQ_WEB_BASIC", hide_env_values = true, value_parser = parse_basic)]
     basic: Option<Basic>,
+    /// The address browsers use, like `https://ops.example.com`, when a proxy
+    /// in front rewrites the Host header (nginx's default): actions posted from
+    /// it are accepted. Repeat for several.
+    #[arg(long, value_name = "ORIGIN")]
+    public_origin: Vec<String>,
     /// How often pages refresh themselves (`0s`: never).
     #[arg(long, value_parser = parse_duration, default_value = "5s")]
     refresh: Duration,
@@ -59,11 +65,12 @@ pub(crate) async fn run(pool: &PgPool, args: ServeArgs) -> Result<Outcome, Failu
     let token = std::env::var(&args.token_env)
         .ok()
         .filter(|t| !t.is_empty());
-    let options = lq_web::ServeOptions::new(args.bind)
+    let options = ServeOptions::new(args.bind)
         .allow_actions(args.allow_actions)
         .token(token)
         .basic(args.basic.map(|Basic(u, p)| (u, p)))
         .refresh(args.refresh);
+    let options = (args.public_origin.into_iter()).fold(options, ServeOptions::public_origin);
     options.check()?;
     eprintln!(
         "lq: dashboard on http://{}/ ({}); Ctrl-C stops it",

@@ -7,6 +7,7 @@ mod bulk_replay;
 mod filters;
 mod grants;
 mod jobs;
+mod origin;
 mod pages;
 mod shown_state;
 mod standalone;
