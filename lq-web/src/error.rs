@@ -23,7 +23,7 @@ use maud::Markup;
 pub enum Error {
     /// Binding beyond loopback without a token or basic auth would show every
     /// job to the network.
-    #[error("refusing to serve on {bind} without authentication: bind 127.0.0.1, or set a token (LQ_WEB_TOKEN / --token) or basic auth (--basic user:pass)")]
+    #[error("refusing to serve on {bind} without authentication: bind 127.0.0.1, or set a token (LQ_WEB_TOKEN, or the variable lq serve --token-env names) or basic auth (LQ_WEB_BASIC or --basic user:password)")]
     Unprotected {
         /// The address asked for.
         bind: SocketAddr,

@@ -230,7 +230,8 @@ async fn loopback_host_only(req: Request, next: Next) -> Response {
         StatusCode::MISDIRECTED_REQUEST,
         "this dashboard has no token, so it answers only requests addressed to \
          localhost or 127.0.0.1 (a guard against DNS rebinding): open it as \
-         http://localhost:PORT/, or set a token (--token or LQ_WEB_TOKEN)\n",
+         http://localhost:PORT/, or set a token (LQ_WEB_TOKEN, or the variable \
+         lq serve --token-env names)\n",
     )
         .into_response();
     let h = r.headers_mut();

@@ -1,6 +1,6 @@
 //! `lq serve`: the web dashboard (lq-web), standalone.
 
-use std::{net::SocketAddr, time::Duration};
+use std::{env::VarError, net::SocketAddr, time::Duration};
 
 use clap::Args;
 use lq_web::ServeOptions;
@@ -21,8 +21,10 @@ pub struct ServeArgs {
     #[arg(long, default_value = "LQ_WEB_TOKEN")]
     token_env: String,
     /// Require basic auth with this `user:password`.
-    #[arg(long, env = "LQ_WEB_BASIC", hide_env_values = true, value_parser = parse_basic)]
-    basic: Option<Basic>,
+    // A plain string, checked in `run`: clap's own error would echo the value,
+    // password and all.
+    #[arg(long, env = "LQ_WEB_BASIC", hide_env_values = true)]
+    basic: Option<String>,
     /// The address browsers use, like `https://ops.example.com`, when a proxy
     /// in front rewrites the Host header (nginx's default): actions posted from
     /// it are accepted. Repeat for several.
@@ -38,17 +40,40 @@ pub struct ServeArgs {
     pub(crate) db_connections: u32,
 }
 
-/// A user name and password.
-#[derive(Debug, Clone)]
-pub struct Basic(String, String);
-
-fn parse_basic(s: &str) -> Result<Basic, String> {
-    match s.split_once(':') {
-        Some((user, pass)) if !user.is_empty() && !pass.is_empty() => {
-            Ok(Basic(user.to_owned(), pass.to_owned()))
-        }
-        _ => Err("give basic auth as user:password".to_owned()),
+/// `user:password` split, refused without echoing it: the value holds a
+/// password. An empty password is [`lq_web::Error::EmptySecret`], from
+/// [`ServeOptions::check`].
+fn basic(value: &str) -> Result<(String, String), Failure> {
+    match value.split_once(':') {
+        Some((user, pass)) if !user.is_empty() => Ok((user.to_owned(), pass.to_owned())),
+        _ => Err(
+            "give basic auth (--basic or LQ_WEB_BASIC) as user:password, \
+             a non-empty user name before the first colon (the value given is not shown)"
+                .into(),
+        ),
     }
+}
+
+/// The server's options from `args` and the value of the token's variable
+/// (`token`): a variable set but empty is refused ([`lq_web::Error::EmptySecret`]),
+/// not taken for no token.
+fn options(args: ServeArgs, token: Result<String, VarError>) -> Result<ServeOptions, Failure> {
+    let token = match token {
+        Ok(t) => Some(t),
+        Err(VarError::NotPresent) => None,
+        Err(VarError::NotUnicode(_)) => {
+            return Err(format!("{} is not valid UTF-8", args.token_env).into())
+        }
+    };
+    let basic = args.basic.as_deref().map(basic).transpose()?;
+    let options = ServeOptions::new(args.bind)
+        .allow_actions(args.allow_actions)
+        .token(token)
+        .basic(basic)
+        .refresh(args.refresh);
+    let options = (args.public_origin.into_iter()).fold(options, ServeOptions::public_origin);
+    options.check()?;
+    Ok(options)
 }
 
 pub(crate) async fn run(pool: &PgPool, args: ServeArgs) -> Result<Outcome, Failure> {
@@ -62,20 +87,13 @@ pub(crate) async fn run(pool: &PgPool, args: ServeArgs) -> Result<Outcome, Failu
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .try_init();
-    let token = std::env::var(&args.token_env)
-        .ok()
-        .filter(|t| !t.is_empty());
-    let options = ServeOptions::new(args.bind)
-        .allow_actions(args.allow_actions)
-        .token(token)
-        .basic(args.basic.map(|Basic(u, p)| (u, p)))
-        .refresh(args.refresh);
-    let options = (args.public_origin.into_iter()).fold(options, ServeOptions::public_origin);
-    options.check()?;
+    let (bind, actions) = (args.bind, args.allow_actions);
+    let token = std::env::var(&args.token_env);
+    let options = options(args, token)?;
     eprintln!(
         "lq: dashboard on http://{}/ ({}); Ctrl-C stops it",
-        args.bind,
-        if args.allow_actions {
+        bind,
+        if actions {
             "actions allowed"
         } else {
             "read-only"
@@ -83,4 +101,85 @@ pub(crate) async fn run(pool: &PgPool, args: ServeArgs) -> Result<Outcome, Failu
     );
     lq_web::serve(pool.clone(), options).await?;
     Ok(Outcome::Clean)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        serve: ServeArgs,
+    }
+
+    fn args(argv: &[&str]) -> ServeArgs {
+        let argv = std::iter::once("serve").chain(argv.iter().copied());
+        Cli::try_parse_from(argv).expect("clap takes it").serve
+    }
+
+    #[test]
+    fn a_token_variable_set_but_empty_is_refused_not_taken_for_no_token() {
+        for bind in ["127.0.0.1:8080", "0.0.0.0:8080"] {
+            let e = options(args(&["--bind", bind]), Ok(String::new())).unwrap_err();
+            assert!(
+                matches!(
+                    e.downcast_ref::<lq_web::Error>(),
+                    Some(lq_web::Error::EmptySecret { what: "token" })
+                ),
+                "{bind}: {e}"
+            );
+        }
+        let unset = options(args(&[]), Err(VarError::NotPresent)).unwrap();
+        assert!(unset.token.is_none());
+        let set = options(args(&[]), Ok("t0ken".into())).unwrap();
+        assert_eq!(set.token.as_deref(), Some("t0ken"));
+        // The refusal names flags that exist.
+        let open = options(args(&["--bind", "0.0.0.0:8080"]), Err(VarError::NotPresent));
+        let said = open.unwrap_err().to_string();
+        assert!(
+            said.contains("LQ_WEB_TOKEN, or the variable lq serve --token-env names"),
+            "{said}"
+        );
+        assert!(
+            !said.contains("--token)") && !said.contains("--token "),
+            "{said}"
+        );
+    }
+
+    #[test]
+    fn a_bad_basic_value_is_refused_without_showing_it() {
+        for bad in [":s3cret", "s3cret", ""] {
+            let a = args(&["--basic", bad]);
+            let e = options(a, Err(VarError::NotPresent)).unwrap_err();
+            let shown = e.to_string();
+            assert!(shown.contains("user:password"), "{shown}");
+            assert!(!shown.contains("s3cret"), "{shown}");
+        }
+        let empty = options(args(&["--basic", "ops:"]), Err(VarError::NotPresent));
+        let e = empty.unwrap_err();
+        assert!(matches!(
+            e.downcast_ref::<lq_web::Error>(),
+            Some(lq_web::Error::EmptySecret { .. })
+        ));
+        let ok = options(args(&["--basic", "ops:s3:cret"]), Err(VarError::NotPresent)).unwrap();
+        assert_eq!(ok.basic, Some(("ops".into(), "s3:cret".into())));
+    }
+
+    #[test]
+    fn public_origins_reach_the_server_options() {
+        let a = args(&[
+            "--public-origin",
+            "https://ops.example.com",
+            "--public-origin",
+            "https://ops2.example.com",
+        ]);
+        let o = options(a, Err(VarError::NotPresent)).unwrap();
+        assert_eq!(
+            o.public_origins,
+            ["https://ops.example.com", "https://ops2.example.com"]
+        );
+    }
 }
