@@ -208,7 +208,8 @@ enum Waited {
     Handler,
     /// Shutdown began: the caller hands it back.
     Stopping,
-    /// It waited `claim_ahead_wait` and is back in the queue, unspent.
+    /// It waited `claim_ahead_wait`, or its queue was paused, and is back in
+    /// the queue, unspent.
     HandedBack,
 }
 
@@ -217,8 +218,11 @@ enum Waited {
 /// busy with longer work, so it goes back to the queue, its attempt unspent:
 /// any runtime with a free handler can take it (they are woken), and it no
 /// longer risks an attempt should this process die. The queue's claim-ahead
-/// stops until a claim grows it again. If that write fails, the job keeps its
-/// lease (the heartbeat renews it) and waits on, to try again a wait later.
+/// stops until a claim grows it again. A job waiting when its queue is paused
+/// (`lq_pause`), or given a handler after, goes back the same way: a pause
+/// stops the jobs claimed ahead from starting. If that write fails, the job
+/// keeps its lease (the heartbeat renews it) and waits on, to try again a wait
+/// later.
 async fn wait_for_handler(
     shared: &Shared,
     queue: &str,
@@ -227,26 +231,40 @@ async fn wait_for_handler(
     (id, token): (i64, Uuid),
     tally: Option<&Tally>,
 ) -> Waited {
+    let wake = &shared.wakers[queue];
+    // Cleared after a hand-back on pause the database refused: the job then
+    // waits and runs as if no pause had been heard of, rather than retrying.
+    let mut heed_pause = true;
     loop {
-        tokio::select! {
-            _ = slot.wait_for_handler() => return Waited::Handler,
+        let paused = tokio::select! {
+            _ = slot.wait_for_handler() => {
+                if !(heed_pause && wake.is_paused()) {
+                    return Waited::Handler;
+                }
+                true
+            }
             _ = shared.stopping.cancelled() => return Waited::Stopping,
             _ = cancel.cancelled() => return Waited::Handler,
-            _ = tokio::time::sleep(shared.config.claim_ahead_wait) => {}
-        }
+            _ = wake.paused(), if heed_pause => true,
+            _ = tokio::time::sleep(shared.config.claim_ahead_wait) => false,
+        };
         slot.handed_back();
-        let waited = shared.config.claim_ahead_wait;
-        debug!(
-            id,
-            ?waited,
-            "no handler for a job claimed ahead; handing it back"
-        );
+        if paused {
+            debug!(id, "the queue was paused; handing a job claimed ahead back");
+        } else {
+            let waited = shared.config.claim_ahead_wait;
+            debug!(
+                id,
+                ?waited,
+                "no handler for a job claimed ahead; handing it back"
+            );
+        }
         let counter = &shared.stats.released;
         let tallied = tally.map(|t| (t, Recorded::Released));
         match release(shared, queue, id, token, counter, tallied).await {
             Released::Yes => return Waited::HandedBack,
             // Nothing was written: the job keeps its lease, and waits on.
-            Released::Refused => {}
+            Released::Refused => heed_pause = false,
             // It may be back in the queue, and another worker may run it: not
             // here, so it runs twice only if its lease expires first.
             Released::Unknown => {

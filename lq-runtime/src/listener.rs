@@ -1,4 +1,5 @@
-//! The listener: LISTEN for wake-ups (queue names) and cancel requests (job ids).
+//! The listener: LISTEN for wake-ups (queue names), pauses (queue names) and
+//! cancel requests (job ids).
 //!
 //! NOTIFY is only a hint. After any connection loss every queue polls at once, and
 //! queues poll on their own interval regardless. A LISTEN connection that stays
@@ -7,7 +8,7 @@
 
 use std::sync::Arc;
 
-use lq_core::db::{CANCEL_CHANNEL, JOBS_CHANNEL};
+use lq_core::db::{CANCEL_CHANNEL, JOBS_CHANNEL, PAUSE_CHANNEL};
 use sqlx::postgres::PgListener;
 use tracing::{debug, warn};
 
@@ -88,6 +89,11 @@ async fn listen(
                     w.wake();
                 }
             }
+            PAUSE_CHANNEL => {
+                if let Some(w) = shared.wakers.get(n.payload()) {
+                    w.mark_paused();
+                }
+            }
             CANCEL_CHANNEL => {
                 if let Ok(id) = n.payload().parse::<i64>() {
                     if let Some(token) = shared.inflight.token(id) {
@@ -102,6 +108,7 @@ async fn listen(
 
 async fn connect(shared: &Shared) -> Result<PgListener, sqlx::Error> {
     let mut l = PgListener::connect_with(&shared.pool).await?;
-    l.listen_all([JOBS_CHANNEL, CANCEL_CHANNEL]).await?;
+    l.listen_all([JOBS_CHANNEL, CANCEL_CHANNEL, PAUSE_CHANNEL])
+        .await?;
     Ok(l)
 }

@@ -189,6 +189,10 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: String, slots: Slots, wake: 
             debug!(queue, got, limit, ahead = ahead.extra(), ms, "claimed");
             Stats::add(&shared.stats.claimed, got as u64);
         }
+        if got > 0 {
+            // The claim checked the pause: jobs claimed ahead may start again.
+            wake.mark_claimable();
+        }
         for job in jobs {
             let slot = slots
                 .take_reserved(&mut reserved)

@@ -3,17 +3,53 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use tokio::sync::Notify;
+use tokio::sync::{watch, Notify};
 
 /// One per served queue. A wake-up sent while the claimer is busy is kept, so its
 /// next wait returns at once: none is lost, at worst one claim finds nothing.
-#[derive(Default)]
 pub(crate) struct QueueWake {
     notify: Notify,
     waiting: AtomicBool,
+    /// Whether a pause of the queue was heard of since its last claim that
+    /// found jobs: jobs claimed ahead then go back instead of starting.
+    paused: watch::Sender<bool>,
+}
+
+impl Default for QueueWake {
+    fn default() -> Self {
+        Self {
+            notify: Notify::new(),
+            waiting: AtomicBool::new(false),
+            paused: watch::Sender::new(false),
+        }
+    }
 }
 
 impl QueueWake {
+    /// A pause of the queue was heard of (`lq_pause`).
+    pub fn mark_paused(&self) {
+        self.paused.send_replace(true);
+    }
+
+    /// A claim found jobs: the queue is not paused (the claim checks).
+    pub fn mark_claimable(&self) {
+        if *self.paused.borrow() {
+            self.paused.send_replace(false);
+        }
+    }
+
+    /// Whether a pause was heard of since the last claim that found jobs.
+    pub fn is_paused(&self) -> bool {
+        *self.paused.borrow()
+    }
+
+    /// Resolves once a pause is heard of (at once if one was).
+    pub async fn paused(&self) {
+        let mut rx = self.paused.subscribe();
+        // The sender lives as long as `self`: the wait cannot fail.
+        let _ = rx.wait_for(|p| *p).await;
+    }
+
     /// Wakes the claimer now, or makes its next wait return at once.
     pub fn wake(&self) {
         self.notify.notify_one();
@@ -58,6 +94,21 @@ mod tests {
         w.wake();
         waiting.await;
         assert!(!w.is_waiting());
+    }
+
+    #[tokio::test]
+    async fn a_pause_heard_of_holds_until_a_claim_finds_jobs() {
+        let w = QueueWake::default();
+        assert!(!w.is_paused());
+        let paused = w.paused();
+        tokio::pin!(paused);
+        assert!(futures_util::poll!(paused.as_mut()).is_pending());
+        w.mark_paused();
+        paused.await;
+        assert!(w.is_paused());
+        w.paused().await; // at once: still paused
+        w.mark_claimable();
+        assert!(!w.is_paused());
     }
 
     #[tokio::test]

@@ -244,6 +244,58 @@ async fn a_job_claimed_ahead_that_waits_too_long_goes_back_unspent() {
     }
 }
 
+/// Pausing the queue hands back the jobs claimed ahead that wait for a handler,
+/// their attempt unspent, while both handlers stay blocked; freed handlers then
+/// start none of them; resumed, they run on their first attempt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pausing_the_queue_hands_back_the_jobs_claimed_ahead_instead_of_starting_them() {
+    let db = TestDb::new().await;
+    let gates = Gates::new();
+    let rt = start(&db, &gates, patient()).await;
+    let (round, waiting) = block_handlers_with_jobs_waiting(&db, &gates).await;
+    let ids = waiting
+        .iter()
+        .map(i64::to_string)
+        .collect::<Vec<_>>()
+        .join(",");
+    assert!(
+        lq_runtime::control::pause_queue(&db.pool, "default", "test")
+            .await
+            .unwrap()
+    );
+    db.wait_for(
+        "the jobs waiting for a handler to go back to the queue, unspent",
+        &format!(
+            "select bool_and(state = 'queued' and attempts = 0 and lease_token is null)
+             from lq.all_jobs where id in ({ids})"
+        ),
+        Duration::from_secs(30),
+    )
+    .await;
+    assert_eq!(gates.started().len(), 2, "a handler was freed meanwhile");
+    gates.open(round);
+    // The two blocked jobs finish; nothing else of the queue starts.
+    db.wait_for(
+        "the running jobs to finish",
+        "select not exists (select from lq.jobs where state = 'running')",
+        Duration::from_secs(30),
+    )
+    .await;
+    let started = gates.started();
+    assert!(
+        waiting.iter().all(|id| !started.contains(id)),
+        "a job claimed ahead started after the pause"
+    );
+    assert!(lq_runtime::control::resume_queue(&db.pool, "default")
+        .await
+        .unwrap());
+    db.wait_idle(Duration::from_secs(60)).await;
+    rt.shutdown().await.unwrap();
+    for id in waiting {
+        succeeded_on_its_first_attempt(&db, id).await;
+    }
+}
+
 /// A hand-back the database refuses leaves the job waiting with its lease (the
 /// heartbeat renews it), not leased by nobody with its attempt spent: it runs
 /// here once a handler is free, on its first attempt.

@@ -146,6 +146,9 @@ pub mod testing;
 pub const JOBS_CHANNEL: &str = "lq_jobs";
 /// Name of the NOTIFY channel whose payload is the id of a job being cancelled.
 pub const CANCEL_CHANNEL: &str = "lq_cancel";
+/// NOTIFY channel on which a pause names its queue, so runtimes hand back the
+/// jobs they claimed ahead instead of starting them.
+pub const PAUSE_CHANNEL: &str = "lq_pause";
 
 /// True when the database refused a statement because of the data it was given
 /// (SQLSTATE classes 22 "data exception", 23 "integrity constraint violation" and

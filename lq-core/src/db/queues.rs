@@ -16,7 +16,7 @@ pub async fn queue_pause(conn: &mut PgConnection, queue: &str, by: &str) -> Resu
                  where lq.queues.paused_at is null
              returning name
          )
-         select exists (select from paused)",
+         select exists (select from paused where (select true from pg_notify('lq_pause', $1)))",
     )
     .bind(queue)
     .bind(by)
