@@ -8,7 +8,7 @@ use lq_tests::TestDb;
 use serde::{Deserialize, Serialize};
 
 mod common;
-use common::{insert, lq};
+use common::{answer_prompt, insert, lq};
 
 /// A job the runtime in these tests can run.
 #[derive(Serialize, Deserialize, Job)]
@@ -430,60 +430,12 @@ async fn serve_refuses_to_listen_beyond_loopback_without_auth() {
     assert!(stderr.contains("--db-connections"), "{stderr}");
 }
 
-/// `lq … --yes`-less bulk action answered at its prompt on a terminal: `lq` runs
-/// under `script` (util-linux), which gives it a pseudo-terminal for stdin.
-/// Returns `lq`'s exit code once the answer is in and, before answering, calls
-/// `meanwhile` (which runs after the prompt has been printed).
-async fn answer_prompt<F: std::future::Future<Output = ()>>(
-    db: &TestDb,
-    args: &str,
-    answer: &str,
-    meanwhile: F,
-) -> i32 {
-    use std::io::{Read, Write};
-    let command = format!("'{}' --format json {args}", env!("CARGO_BIN_EXE_lq"));
-    let mut child = Command::new("script")
-        .args(["-qfec", &command, "/dev/null"])
-        .env("DATABASE_URL", &db.url)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("run lq under script (util-linux)");
-    let mut stdout = child.stdout.take().unwrap();
-    // Blocks until the prompt is out (or lq exits without one, which fails below).
-    let shown = tokio::task::spawn_blocking(move || {
-        let (mut seen, mut chunk) = (Vec::new(), [0u8; 512]);
-        loop {
-            let n = stdout.read(&mut chunk).unwrap();
-            seen.extend_from_slice(&chunk[..n]);
-            let text = String::from_utf8_lossy(&seen).into_owned();
-            if n == 0 || text.contains("[y/N]") {
-                return (text, stdout);
-            }
-        }
-    })
-    .await
-    .unwrap();
-    let (text, mut stdout) = shown;
-    assert!(text.contains("[y/N]"), "no prompt: {text}");
-    meanwhile.await;
-    let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(format!("{answer}\n").as_bytes()).unwrap();
-    drop(stdin);
-    let mut rest = String::new();
-    stdout.read_to_string(&mut rest).unwrap();
-    let status = child.wait().unwrap();
-    status
-        .code()
-        .unwrap_or_else(|| panic!("lq did not exit: {rest}"))
-}
-
 #[tokio::test]
 async fn a_confirmed_bulk_action_acts_on_the_jobs_counted_not_on_jobs_enqueued_since() {
     let db = TestDb::new().await;
     let counted = insert(&db, "cli.ping", "pin-q", 3).await;
     let mut later = Vec::new();
-    let code = answer_prompt(
+    let (code, _) = answer_prompt(
         &db,
         "jobs delete --queue pin-q --state queued",
         "y",

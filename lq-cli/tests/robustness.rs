@@ -5,7 +5,7 @@
 use lq_tests::TestDb;
 
 mod common;
-use common::{insert, lq, lq_text, Role, OPERATOR_GRANTS};
+use common::{answer_prompt, insert, lq, lq_text, Role, OPERATOR_GRANTS};
 
 /// Whether `text` is one JSON document, as PostgreSQL (which takes any depth)
 /// parses it, and `text`'s `path` (a `jsonb` path) equals `expected`.
@@ -187,4 +187,82 @@ async fn status_watch_streams_one_json_document_per_line_and_stops_on_ctrl_c_mid
     lock.rollback().await.unwrap();
     let status = exited.expect("lq still running 20 s after Ctrl-C").unwrap();
     assert_eq!(status.code(), Some(0), "{status:?}");
+}
+
+/// A finished job whose retention runs out while the operator reads "delete N
+/// finished jobs?" is not deleted with the N: the prune is pinned to the
+/// database time of the count.
+#[tokio::test]
+async fn a_confirmed_prune_deletes_what_it_counted_not_jobs_past_retention_since() {
+    let db = TestDb::new().await;
+    let ids = insert(&db, "cli.ping", "prune-q", 2).await;
+    let (old, fresh) = (ids[0], ids[1]);
+    db.finish(old, "succeeded", 2.0 * 3600.0).await;
+    db.finish(fresh, "succeeded", 0.0).await;
+    let (code, prompt) = answer_prompt(&db, "prune --keep-finished 1h", "y", async {
+        // While the question is read, `fresh` comes to have finished an hour
+        // ago (as of now, which is later than the count).
+        sqlx::query(
+            "update lq.finished_jobs set finished_at = now() - interval '1 hour' where id = $1",
+        )
+        .bind(fresh)
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    })
+    .await;
+    assert_eq!(code, 0, "{prompt}");
+    assert!(
+        prompt.contains("delete 1 finished jobs for good"),
+        "{prompt}"
+    );
+    let left: Vec<i64> = sqlx::query_scalar("select id from lq.finished_jobs order by id")
+        .fetch_all(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(left, vec![fresh]);
+}
+
+/// `lq prune --yes` does not count first (a count reads the whole history past
+/// retention: on a long one, longer than a call may take). The count is made
+/// visible here: a row policy hides every finished job from a statement that
+/// counts, so a prune that counted first would find nothing to delete.
+#[tokio::test]
+async fn prune_with_yes_deletes_without_counting_first() {
+    let db = TestDb::new().await;
+    let role = Role::create(&db, "lq_cli_rls").await;
+    role.grant(&db, OPERATOR_GRANTS).await;
+    let ids = insert(&db, "cli.ping", "prune-q", 3).await;
+    for id in &ids {
+        db.finish(*id, "succeeded", 2.0 * 86400.0).await;
+    }
+    sqlx::raw_sql(
+        "create function lq.test_not_a_count() returns boolean language sql stable as
+             $$ select pg_catalog.current_query() !~* 'count\\(' $$;
+         alter table lq.finished_jobs enable row level security;
+         create policy test_hidden_from_counts on lq.finished_jobs using (lq.test_not_a_count());",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    let url = role.url(&db);
+    let (code, stdout, stderr) = lq_text(
+        &url,
+        &["--format", "json"],
+        &["prune", "--keep-finished", "1d", "--dry-run"],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.contains(r#""matched": 0"#),
+        "the count is hidden: {stdout}"
+    );
+    let (code, stdout, stderr) = lq_text(
+        &url,
+        &["--format", "json"],
+        &["prune", "--keep-finished", "1d", "--yes"],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let json: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(json["pruned"], 3, "{json}");
+    assert_eq!(db.count("succeeded").await, 0);
 }

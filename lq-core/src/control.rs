@@ -16,6 +16,7 @@
 
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 
 use crate::{db, Error, JobFilter, JobState};
@@ -270,20 +271,42 @@ async fn unique_key_holder(pool: &PgPool, id: i64) -> Result<Error, Error> {
 /// Deletes finished jobs older than their retention now, in batches: succeeded
 /// and cancelled ones finished more than `keep_finished` ago, dead ones more
 /// than `keep_dead` ago (the leader runtime does this every `prune_interval`).
-/// Returns how many were deleted. A retention over 1,000 years is
-/// [`Error::InvalidFilter`]. Each batch commits on its own, so a failure after
-/// the first is [`Error::PruneStopped`], with the count already deleted.
+/// "Now" is the database's time when the call starts: jobs that pass their
+/// retention while it runs are left for the next prune. Returns how many were
+/// deleted. A retention over 1,000 years is [`Error::InvalidFilter`]. Each
+/// batch commits on its own, so a failure after the first is
+/// [`Error::PruneStopped`], with the count already deleted.
 pub async fn prune(
     pool: &PgPool,
     keep_finished: Duration,
     keep_dead: Duration,
+) -> Result<u64, Error> {
+    retention_secs(keep_finished, keep_dead)?;
+    let at = pinned(pool, "job_prune", |conn| {
+        Box::pin(async move { db::clock::clock_now(conn).await })
+    })
+    .await?;
+    prune_as_of(pool, keep_finished, keep_dead, at).await
+}
+
+/// Deletes, as [`prune`] does, the finished jobs that were past their
+/// retention at database time `at`: the time of a [`prune_count_now`] an
+/// operator confirmed, so that no more is deleted than was counted (jobs whose
+/// retention ran out while the operator read the count are left).
+pub async fn prune_as_of(
+    pool: &PgPool,
+    keep_finished: Duration,
+    keep_dead: Duration,
+    at: DateTime<Utc>,
 ) -> Result<u64, Error> {
     const BATCH: i64 = 5000;
     let (finished, dead) = retention_secs(keep_finished, keep_dead)?;
     let mut total = 0;
     loop {
         let n = pinned(pool, "job_prune", |conn| {
-            Box::pin(async move { db::maintenance::job_prune(conn, finished, dead, BATCH).await })
+            Box::pin(
+                async move { db::control::job_prune_as_of(conn, finished, dead, at, BATCH).await },
+            )
         })
         .await
         .map_err(|e| match total {
@@ -318,11 +341,48 @@ pub async fn prune_count(
     keep_finished: Duration,
     keep_dead: Duration,
 ) -> Result<u64, Error> {
+    Ok(prune_count_now(pool, keep_finished, keep_dead).await?.count)
+}
+
+/// How many finished jobs are past their retention now, and the database's
+/// time of the count: pass it to [`prune_as_of`] to delete those and no more
+/// (what `lq prune` does after it asks). The count reads every finished job
+/// past the shorter retention: on a long history, prune without it.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use lq_core::control;
+/// # async fn f(pool: sqlx::PgPool) -> Result<(), lq_core::Error> {
+/// let (day, month) = (Duration::from_secs(86_400), Duration::from_secs(30 * 86_400));
+/// let counted = control::prune_count_now(&pool, day, month).await?;
+/// println!("delete {} finished jobs?", counted.count);
+/// control::prune_as_of(&pool, day, month, counted.at).await?;
+/// # Ok(()) }
+/// ```
+pub async fn prune_count_now(
+    pool: &PgPool,
+    keep_finished: Duration,
+    keep_dead: Duration,
+) -> Result<PruneCount, Error> {
     let (finished, dead) = retention_secs(keep_finished, keep_dead)?;
-    pinned(pool, "job_prune_count", |conn| {
-        Box::pin(async move { db::maintenance::job_prune_count(conn, finished, dead).await })
+    let (count, at) = pinned(pool, "job_prune_count", |conn| {
+        Box::pin(async move { db::control::job_prune_count_now(conn, finished, dead).await })
     })
-    .await
+    .await?;
+    Ok(PruneCount {
+        count: u64::try_from(count).unwrap_or(0),
+        at,
+    })
+}
+
+/// The finished jobs past their retention at one moment ([`prune_count_now`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PruneCount {
+    /// How many.
+    pub count: u64,
+    /// The database's time of the count.
+    pub at: DateTime<Utc>,
 }
 
 /// The two retentions in seconds, each checked as a filter's age is.

@@ -32,32 +32,43 @@ pub struct PruneArgs {
     dry_run: bool,
 }
 
-/// Counts, asks (as `lq jobs delete` does), then prunes: history deleted here is
-/// gone for good, and the defaults may be shorter than the runtime's retention.
+/// Counts, asks (as `lq jobs delete` does), then prunes what it counted: history
+/// deleted here is gone for good, and the defaults may be shorter than the
+/// runtime's retention. With `--yes` it does not count: a count reads the
+/// whole history past retention, which on a long one takes longer than a call
+/// may, and nobody reads it.
 pub(crate) async fn run(pool: &PgPool, out: &Out, args: PruneArgs) -> Result<Outcome, Failure> {
     let (keep_finished, keep_dead) = (args.keep_finished, args.keep_dead);
-    let matched = control::prune_count(pool, keep_finished, keep_dead).await?;
-    if args.dry_run || matched == 0 {
-        out.emit(
-            &json!({"action": "prune", "matched": matched, "dry_run": args.dry_run}),
-            || {
-                let mut t = crate::output::table(&["action", "finished jobs past retention"]);
-                t.add_row(vec!["prune".to_owned(), matched.to_string()]);
-                t
-            },
+    let pruned = if args.yes && !args.dry_run {
+        control::prune(pool, keep_finished, keep_dead).await
+    } else {
+        let counted = control::prune_count_now(pool, keep_finished, keep_dead).await?;
+        let matched = counted.count;
+        if args.dry_run || matched == 0 {
+            out.emit(
+                &json!({"action": "prune", "matched": matched, "dry_run": args.dry_run}),
+                || {
+                    let mut t = crate::output::table(&["action", "finished jobs past retention"]);
+                    t.add_row(vec!["prune".to_owned(), matched.to_string()]);
+                    t
+                },
+            );
+            return Ok(Outcome::Clean);
+        }
+        let question = format!(
+            "delete {matched} finished jobs for good (succeeded and cancelled over {}, dead over {})?",
+            human(keep_finished),
+            human(keep_dead)
         );
-        return Ok(Outcome::Clean);
-    }
-    let question = format!(
-        "delete {matched} finished jobs for good (succeeded and cancelled over {}, dead over {})?",
-        human(keep_finished),
-        human(keep_dead)
-    );
-    if !args.yes && !confirm(&question)? {
-        return Err("not confirmed; nothing changed".into());
-    }
+        if !confirm(&question)? {
+            return Err("not confirmed; nothing changed".into());
+        }
+        // Those past retention when counted: none whose retention ran out
+        // while the question was read.
+        control::prune_as_of(pool, keep_finished, keep_dead, counted.at).await
+    };
     // A failure after some batches committed still reports what they deleted.
-    let (n, stopped) = match control::prune(pool, keep_finished, keep_dead).await {
+    let (n, stopped) = match pruned {
         Ok(n) => (n, None),
         Err(CoreError::PruneStopped { pruned, source }) => (pruned, Some(source)),
         Err(e) => return Err(e.into()),

@@ -97,3 +97,53 @@ pub const OPERATOR_GRANTS: &str = "
     grant select, insert, update on lq.queues to {role};
     grant select on lq.all_jobs, lq.runtimes, lq.leader, lq.cron_schedules, lq.cron_ticks,
         lq.stats_minute, lq.schema_migrations to {role};";
+
+/// `lq … --yes`-less bulk action answered at its prompt on a terminal: `lq` runs
+/// under `script` (util-linux), which gives it a pseudo-terminal for stdin.
+/// Returns `lq`'s exit code once the answer is in, and what it printed up to
+/// and with the prompt; before answering, calls `meanwhile` (which runs after
+/// the prompt has been printed).
+pub async fn answer_prompt<F: std::future::Future<Output = ()>>(
+    db: &TestDb,
+    args: &str,
+    answer: &str,
+    meanwhile: F,
+) -> (i32, String) {
+    use std::io::{Read, Write};
+    let command = format!("'{}' --format json {args}", env!("CARGO_BIN_EXE_lq"));
+    let mut child = Command::new("script")
+        .args(["-qfec", &command, "/dev/null"])
+        .env("DATABASE_URL", &db.url)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("run lq under script (util-linux)");
+    let mut stdout = child.stdout.take().unwrap();
+    // Blocks until the prompt is out (or lq exits without one, which fails below).
+    let shown = tokio::task::spawn_blocking(move || {
+        let (mut seen, mut chunk) = (Vec::new(), [0u8; 512]);
+        loop {
+            let n = stdout.read(&mut chunk).unwrap();
+            seen.extend_from_slice(&chunk[..n]);
+            let text = String::from_utf8_lossy(&seen).into_owned();
+            if n == 0 || text.contains("[y/N]") {
+                return (text, stdout);
+            }
+        }
+    })
+    .await
+    .unwrap();
+    let (text, mut stdout) = shown;
+    assert!(text.contains("[y/N]"), "no prompt: {text}");
+    meanwhile.await;
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(format!("{answer}\n").as_bytes()).unwrap();
+    drop(stdin);
+    let mut rest = String::new();
+    stdout.read_to_string(&mut rest).unwrap();
+    let status = child.wait().unwrap();
+    let code = status
+        .code()
+        .unwrap_or_else(|| panic!("lq did not exit: {rest}"));
+    (code, text)
+}
