@@ -155,6 +155,9 @@ impl WebConfig {
     /// ```
     ///
     /// or name the address browsers use with [`WebConfig::public_origin`].
+    /// The standalone server's login cookie is `Secure` when the request came
+    /// over https: its `Origin`, `X-Forwarded-Proto: https`, or an https
+    /// public origin says so.
     pub fn base_path(mut self, path: impl Into<String>) -> Self {
         let path = path.into();
         self.base_path = Some(path.trim_end_matches('/').to_owned());
@@ -187,7 +190,9 @@ impl WebConfig {
     /// post actions, besides the host each request names: the address
     /// browsers use when a proxy in front rewrites `Host` (see
     /// [`WebConfig::base_path`] for the proxy setup). Origins accumulate; a
-    /// path, a trailing slash, a default port and letter case are ignored.
+    /// path, a trailing slash, a default port and letter case are ignored. An
+    /// `https` origin also marks the standalone server's login cookie `Secure`
+    /// (then sign in through that address, not over plain http).
     ///
     /// ```
     /// let config = lq_web::WebConfig::new()
@@ -198,6 +203,11 @@ impl WebConfig {
     pub fn public_origin(mut self, origin: impl AsRef<str>) -> Self {
         self.public_origins.push(normalize_origin(origin.as_ref()));
         self
+    }
+
+    /// Whether a public origin is served over https.
+    pub(crate) fn https_public(&self) -> bool {
+        (self.public_origins.iter()).any(|o| o.starts_with("https://"))
     }
 
     /// The most any request may get under this configuration.

@@ -28,8 +28,9 @@
 //! `lq serve` (or [`serve`]) runs the dashboard on its own: loopback only and
 //! read-only by default. `--allow-actions` allows actions; binding any other
 //! address requires a token (`Authorization: Bearer`, or entered once in the
-//! `/login` form, which sets an `HttpOnly; SameSite=Strict` cookie) or basic
-//! auth, or the server refuses to start ([`Error::Unprotected`]).
+//! `/login` form, which sets an `HttpOnly; SameSite=Strict` cookie, `Secure`
+//! over https) or basic auth, or the server refuses to start
+//! ([`Error::Unprotected`]).
 //!
 //! ```no_run
 //! # async fn f(pool: sqlx::PgPool) -> Result<(), lq_web::Error> {

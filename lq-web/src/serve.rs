@@ -5,7 +5,7 @@
 use std::{net::SocketAddr, sync::Arc, time::Duration};
 
 use axum::{
-    extract::{Request, State},
+    extract::{ConnectInfo, Request, State},
     http::{header, request::Parts, HeaderValue, StatusCode},
     middleware::{self, Next},
     response::{IntoResponse, Response},
@@ -23,7 +23,8 @@ use crate::{
     secret, Shared, WebConfig,
 };
 
-/// The cookie the login form sets: the token itself, `HttpOnly; SameSite=Strict`.
+/// The cookie the login form sets: the token itself, `HttpOnly; SameSite=Strict`
+/// (and `Secure` over https).
 const TOKEN_COOKIE: &str = "lq_token";
 
 /// How long the login cookie lasts.
@@ -300,6 +301,8 @@ pub async fn serve(pool: PgPool, options: ServeOptions) -> Result<(), Error> {
         basic = options.basic.is_some(),
         "dashboard listening"
     );
+    // The peer's address, for the login audit line.
+    let app = app.into_make_service_with_connect_info::<SocketAddr>();
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown_signal())
         .await
@@ -420,18 +423,32 @@ fn login_body(ctx: &Ctx, error: Option<&str>) -> maud::Markup {
 }
 
 /// `POST /login`: checks the token, then sets the login cookie and goes to the
-/// overview; a wrong token gets the form again with 401.
+/// overview; a wrong token gets the form again with 401. Each try is
+/// audit-logged with the client's address (and `X-Forwarded-For`, as sent).
+/// The cookie is `Secure` when the request came over https (see
+/// [`over_https`]).
 pub(crate) async fn login(
     ctx: Ctx,
     State(sh): State<Arc<Shared>>,
     Extension(FormBody(form)): Extension<FormBody>,
+    parts: Parts,
 ) -> Response {
     let expected = sh.login.as_deref();
     let given = form.get("token").unwrap_or("");
     let ok = expected.is_some_and(|t| secret::same(given.as_bytes(), t.as_bytes()));
+    let client = parts
+        .extensions
+        .get::<ConnectInfo<SocketAddr>>()
+        .map_or_else(|| "-".to_owned(), |c| c.0.to_string());
+    let forwarded_for = parts
+        .headers
+        .get("x-forwarded-for")
+        .map_or("-", |v| v.to_str().unwrap_or("(not text)"));
     tracing::info!(
         target: "lq_web::audit",
         action = "login",
+        client,
+        forwarded_for,
         outcome = if ok { "done" } else { "refused: wrong token" },
         "dashboard login"
     );
@@ -443,16 +460,37 @@ pub(crate) async fn login(
         );
     }
     let mut r = crate::actions::see_other(&ctx.url("/"));
-    let cookie = secret::set_cookie(
+    let mut cookie = secret::set_cookie(
         TOKEN_COOKIE,
         &cookie_value(given),
         &ctx.base,
         Some(LOGIN_DAYS * 86_400),
     );
+    if over_https(&parts, &sh.config) {
+        cookie.push_str("; Secure");
+    }
     if let Ok(v) = HeaderValue::from_str(&cookie) {
         r.headers_mut().append(header::SET_COOKIE, v);
     }
     r
+}
+
+/// Whether the browser reached the dashboard over https: the request's
+/// scheme (HTTP/2), its `Origin` (which browsers send with a form's POST), a
+/// proxy's `X-Forwarded-Proto`, or an https [`WebConfig::public_origin`].
+fn over_https(parts: &Parts, config: &WebConfig) -> bool {
+    let header = |name: header::HeaderName| {
+        parts
+            .headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(|v| v.trim().to_ascii_lowercase())
+    };
+    let forwarded = header(header::HeaderName::from_static("x-forwarded-proto"));
+    parts.uri.scheme_str() == Some("https")
+        || header(header::ORIGIN).is_some_and(|o| o.starts_with("https://"))
+        || forwarded.is_some_and(|p| p.split(',').next().map(str::trim) == Some("https"))
+        || config.https_public()
 }
 
 #[cfg(test)]

@@ -278,3 +278,69 @@ async fn without_secrets_a_request_addressed_to_another_host_is_refused() {
     assert_eq!(snapshot(&db).await, before);
     assert_eq!(support::state(&db, id).await.as_deref(), Some("queued"));
 }
+
+#[tokio::test]
+async fn the_login_cookie_is_secure_over_https_and_each_login_logs_the_client() {
+    lq_tests::init_tracing();
+    let db = lq_tests::TestDb::new().await;
+    let token = format!("t0ken-{}", fastrand::u64(..));
+    let login = |extra: &[(&str, &str)], peer: &str| {
+        let mut req = form_post("/login", &[("token", token.as_str())], Csrf::Right);
+        for (k, v) in extra {
+            let name = header::HeaderName::from_bytes(k.as_bytes()).unwrap();
+            match *v {
+                "-" => req.headers_mut().remove(name),
+                v => req.headers_mut().insert(name, v.parse().unwrap()),
+            };
+        }
+        let peer: std::net::SocketAddr = peer.parse().unwrap();
+        req.extensions_mut()
+            .insert(axum::extract::ConnectInfo(peer));
+        req
+    };
+    let cookie_of = |r: &support::Resp| {
+        r.expect(StatusCode::SEE_OTHER);
+        r.cookies()
+            .into_iter()
+            .find(|c| c.starts_with("lq_token="))
+            .expect("a login cookie")
+    };
+    let app = lq_web::standalone(db.pool.clone(), &options().token(Some(token.clone()))).unwrap();
+
+    // Plain http: no Secure, or the browser would drop the cookie.
+    let plain = send(&app, login(&[], "192.0.2.1:4000")).await;
+    assert!(!cookie_of(&plain).contains("Secure"), "{plain:?}");
+    for https in [
+        &[("origin", "https://lq.test")][..],
+        // Without an Origin, a TLS-terminating proxy's word.
+        &[("origin", "-"), ("x-forwarded-proto", "https")][..],
+    ] {
+        let r = send(&app, login(https, "192.0.2.1:4000")).await;
+        assert!(cookie_of(&r).ends_with("; Secure"), "{https:?}");
+    }
+    let public = options()
+        .token(Some(token.clone()))
+        .public_origin("https://ops.example.com");
+    let behind = lq_web::standalone(db.pool.clone(), &public).unwrap();
+    let r = send(&behind, login(&[], "192.0.2.1:4000")).await;
+    assert!(cookie_of(&r).ends_with("; Secure"));
+
+    // Each try names the client (and what a proxy says it forwarded for).
+    let mut wrong = form_post("/login", &[("token", "guess")], Csrf::Right);
+    wrong
+        .extensions_mut()
+        .insert(axum::extract::ConnectInfo::<std::net::SocketAddr>(
+            "198.51.100.7:5555".parse().unwrap(),
+        ));
+    wrong
+        .headers_mut()
+        .insert("x-forwarded-for", "203.0.113.9".parse().unwrap());
+    send(&app, wrong).await.expect(StatusCode::UNAUTHORIZED);
+    let lines = lq_tests::logs::logged(|e| {
+        e.target == "lq_web::audit" && e.field("client") == Some("198.51.100.7:5555")
+    });
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    assert_eq!(lines[0].field("action"), Some("login"));
+    assert_eq!(lines[0].field("forwarded_for"), Some("203.0.113.9"));
+    assert_eq!(lines[0].field("outcome"), Some("refused: wrong token"));
+}
