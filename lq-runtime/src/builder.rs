@@ -11,8 +11,8 @@ use tokio::sync::mpsc;
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use crate::{
-    preflight, scheduler, shared::Shared, stats::Stats, wake::QueueWake, Error, Runtime,
-    RuntimeConfig,
+    preflight, scheduler, shared::Shared, stale_conns::StaleConns, stats::Stats, wake::QueueWake,
+    Error, Runtime, RuntimeConfig,
 };
 
 /// Configures a [`Runtime`]; made by [`Runtime::builder`].
@@ -241,14 +241,16 @@ impl RuntimeBuilder {
             .clone()
             .options([("search_path", db::SEARCH_PATH)])
             .options([db::statement_timeout_within(self.config.db_timeout)]);
-        let pool = runtime_pool(size, timeout, options.clone());
+        let stale = Arc::new(StaleConns::default());
+        let pool = runtime_pool(size, timeout, options.clone(), &stale);
         let hot = options.options(db::HOT_PATH_SETTINGS);
         let overlap = preflight::overlap_connections(claim_conns);
-        let hot_pool = runtime_pool(claim_conns + overlap, timeout, hot.clone());
+        let hot_pool = runtime_pool(claim_conns + overlap, timeout, hot.clone(), &stale);
         let completer_pool = runtime_pool(
             1,
             timeout,
             hot.options([crate::completer::lock_timeout(self.config.db_timeout)]),
+            &stale,
         );
         // One connection with the runtime's own settings now, so a setting the
         // server refuses fails start() rather than every later statement.
@@ -289,6 +291,7 @@ impl RuntimeBuilder {
             executors: TaskTracker::new(),
             leadership: Default::default(),
             completions,
+            stale_conns: stale,
         });
         Ok(Runtime::launch(
             shared,
@@ -300,12 +303,23 @@ impl RuntimeBuilder {
 }
 
 /// A pool of the runtime's own: no ping per acquire (it would double every round
-/// trip), and acquiring bounded by the db timeout.
-fn runtime_pool(size: u32, timeout: Duration, options: PgConnectOptions) -> PgPool {
+/// trip), acquiring bounded by the db timeout, and connections a failover left
+/// read-only closed rather than reused (see [`StaleConns`]).
+fn runtime_pool(
+    size: u32,
+    timeout: Duration,
+    options: PgConnectOptions,
+    stale: &Arc<StaleConns>,
+) -> PgPool {
+    let stale = stale.clone();
     PgPoolOptions::new()
         .max_connections(size)
         .test_before_acquire(false)
         .acquire_timeout(timeout)
+        .before_acquire(move |_, meta| {
+            let fresh = !stale.is_stale(meta.age);
+            Box::pin(async move { Ok(fresh) })
+        })
         .connect_lazy_with(options)
 }
 

@@ -149,6 +149,7 @@ mod runtime;
 mod scheduler;
 mod shared;
 mod slots;
+mod stale_conns;
 mod stats;
 mod tally;
 mod telemetry;

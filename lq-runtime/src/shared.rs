@@ -40,6 +40,8 @@ pub(crate) struct Shared {
     pub hard_stop: CancellationToken,
     /// Every job task, so shutdown can wait for them.
     pub executors: TaskTracker,
+    /// Connections of the runtime's pools a failover left read-only.
+    pub stale_conns: Arc<crate::stale_conns::StaleConns>,
     /// Whether this runtime is the maintenance leader (see [`crate::cluster`]).
     pub leadership: crate::cluster::Leadership,
     /// Counts per served queue and runnable kind: the rollup's source, and the
@@ -66,7 +68,15 @@ impl Shared {
         Fut: Future<Output = Result<T, Error>>,
     {
         let conn = self.pool.acquire().await.map_err(db::err(op))?;
-        db::timed(op, self.config.db_timeout, f(conn)).await
+        let r = db::timed(op, self.config.db_timeout, f(conn)).await;
+        if let Err(e) = &r {
+            if db::sqlstate(e).as_deref() == Some(db::READ_ONLY_SQL_TRANSACTION) {
+                // The session is read-only, and stays so: neither it nor any
+                // other opened before now is reused.
+                self.stale_conns.mark_now();
+            }
+        }
+        r
     }
 
     /// `conn`, connected first if it is not: a connection of the task's own,

@@ -32,6 +32,22 @@ impl Perform for Held {
     }
 }
 
+/// Fails once the test lets it finish, with one attempt: its outcome is written
+/// on a pooled connection (the completer writes only successes).
+#[derive(Serialize, Deserialize, Job)]
+#[job(kind = "test.failover_fails", queue = "failover", max_attempts = 1)]
+struct FailsHeld {
+    n: u32,
+}
+
+impl Perform for FailsHeld {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        let gate = ctx.state::<Arc<Gate>>();
+        gate.0.acquire().await.expect("never closed").forget();
+        Err("fails on purpose".into())
+    }
+}
+
 /// Runs `sql` on `conn` for the test's database, named by `current_database()`.
 async fn alter_database(conn: &mut PgConnection, setting: &str) {
     let sql = format!(
@@ -164,4 +180,69 @@ async fn a_success_batch_cancelled_at_the_statement_bound_is_written_in_halves()
         stalled >= 1,
         "a batch of several jobs was sent and cancelled"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pooled_connections_opened_read_only_during_a_failover_are_not_reused_after_it() {
+    // Sessions opened while the server is read-only stay read-only. The
+    // failures, rescue and maintenance run on the runtime's pool: once the
+    // server takes writes again, they must not keep failing on those sessions.
+    lq_tests::init_tracing();
+    let db = TestDb::new().await;
+    let mut admin = PgConnection::connect(&db.url).await.unwrap();
+    const APP: &str = "lq-test-failover-pool";
+    let opts = db
+        .pool
+        .connect_options()
+        .as_ref()
+        .clone()
+        .application_name(APP);
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(4)
+        .connect_lazy_with(opts);
+    FailsHeld::enqueue_many(
+        &db.pool,
+        (0..3).map(|n| FailsHeld { n }),
+        EnqueueOptions::new(),
+    )
+    .await
+    .unwrap();
+    let gate = Arc::new(Gate(Semaphore::new(0)));
+    let rt = Runtime::builder(pool)
+        .config(quick())
+        .queue("failover", 4)
+        .state(gate.clone())
+        .start()
+        .await
+        .unwrap();
+    db.wait_for(
+        "the three jobs to run",
+        "select count(*) = 3 from lq.jobs where state = 'running'",
+        LIMIT,
+    )
+    .await;
+    alter_database(&mut admin, "set default_transaction_read_only = on").await;
+    sqlx::query(
+        "select pg_terminate_backend(pid) from pg_stat_activity
+         where datname = current_database() and application_name = $1",
+    )
+    .bind(APP)
+    .execute(&mut admin)
+    .await
+    .unwrap();
+    gate.0.add_permits(3);
+    wait_logged(1, LIMIT, |e| {
+        e.level == Level::WARN
+            && e.message.contains("could not record the outcome")
+            && e.field("error").is_some_and(|m| m.contains("read-only"))
+    })
+    .await;
+    alter_database(&mut admin, "reset default_transaction_read_only").await;
+    db.wait_for(
+        "every failure to be written: three dead jobs",
+        "select count(*) = 3 from lq.finished_jobs where state = 'dead'",
+        LIMIT,
+    )
+    .await;
+    rt.shutdown().await.unwrap();
 }

@@ -174,6 +174,11 @@ pub const LOCK_NOT_AVAILABLE: &str = "55P03";
 /// session's `statement_timeout`.
 pub const QUERY_CANCELED: &str = "57014";
 
+/// PostgreSQL's `read_only_sql_transaction`: a write on a session that is
+/// read-only, as every session of a standby is, and every session opened while
+/// `default_transaction_read_only` was on keeps being.
+pub const READ_ONLY_SQL_TRANSACTION: &str = "25006";
+
 /// PostgreSQL's `deadlock_detected`: the server rolled back one transaction of
 /// a cycle of sessions waiting for each other.
 pub const DEADLOCK_DETECTED: &str = "40P01";
