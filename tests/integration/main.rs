@@ -9,6 +9,7 @@ mod cluster;
 mod context;
 mod control;
 mod cron;
+mod doctor_checks;
 mod enqueue;
 mod enqueuer;
 mod failover;

@@ -8,9 +8,12 @@ use crate::Error;
 /// Raw figures about the server and the `lq` schema.
 #[derive(Debug, sqlx::FromRow)]
 pub struct Figures {
-    /// The server's `autovacuum` setting.
+    /// Whether autovacuum runs at all: the server's `autovacuum` setting, and
+    /// `track_counts`, without which it never finds a table to vacuum.
     pub autovacuum: bool,
-    /// `lq.jobs`'s storage options that turn autovacuum off, if any.
+    /// `lq.jobs`'s storage option `autovacuum_enabled` is false, however it
+    /// was written (`off`, `0`, `no`, `f`, `'FALSE'`: PostgreSQL keeps the
+    /// spelling given).
     pub jobs_autovacuum_off: bool,
     /// Seconds the oldest open transaction of this database has been open,
     /// among the sessions this role may see.
@@ -34,10 +37,13 @@ pub struct Figures {
 pub async fn doctor_figures(conn: &mut PgConnection, stale_secs: f64) -> Result<Figures, Error> {
     sqlx::query_as(
         "select
-             pg_catalog.current_setting('autovacuum')::bool as autovacuum,
-             coalesce((select 'autovacuum_enabled=false' = any(c.reloptions)
-                       from pg_catalog.pg_class c
-                       where c.oid = 'lq.jobs'::pg_catalog.regclass), false) as jobs_autovacuum_off,
+             pg_catalog.current_setting('autovacuum')::bool
+                 and pg_catalog.current_setting('track_counts')::bool as autovacuum,
+             coalesce((select not o.option_value::bool
+                       from pg_catalog.pg_class c,
+                            pg_catalog.pg_options_to_table(c.reloptions) o
+                       where c.oid = 'lq.jobs'::pg_catalog.regclass
+                         and o.option_name = 'autovacuum_enabled'), false) as jobs_autovacuum_off,
              (select extract(epoch from pg_catalog.now() - min(xact_start))::float8
               from pg_catalog.pg_stat_activity
               where datname = pg_catalog.current_database() and xact_start is not null

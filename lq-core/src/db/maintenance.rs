@@ -174,7 +174,7 @@ pub async fn job_table_stats(
                 n_mod_since_analyze as modified_since_analyze,
                 coalesce(last_analyze, last_autoanalyze) is not null as analyzed,
                 current_setting('autovacuum') = 'off'
-                    or coalesce((select option_value = 'false'
+                    or coalesce((select not option_value::bool
                                  from pg_options_to_table(c.reloptions)
                                  where option_name = 'autovacuum_enabled'), false) as autovacuum_off,
                 pg_has_role(c.relowner, 'USAGE') as may_vacuum
