@@ -1,9 +1,12 @@
-//! What `control::doctor` judges autovacuum by: the storage option however it
-//! was spelt, and `track_counts`.
+//! What `control::doctor` judges autovacuum and open transactions by: the
+//! storage option however it was spelt, `track_counts`, and only the
+//! transactions that hold back vacuum (a client's snapshot or transaction id,
+//! a prepared transaction), not every session that began one.
 
 use lq_core::db::{self, maintenance::JobTable};
 use lq_runtime::control;
 use lq_tests::TestDb;
+use sqlx::{Connection, PgConnection};
 
 /// The doctor's figures, read on a connection of `db`'s pool.
 async fn figures(db: &TestDb) -> db::doctor::Figures {
@@ -82,4 +85,97 @@ async fn autovacuum_without_track_counts_is_reported_as_not_running() {
     let autovacuum = check(&pool, "autovacuum").await;
     assert!(!autovacuum.ok, "{autovacuum:?}");
     pool.close().await;
+}
+
+/// A session between statements of a read committed transaction holds back
+/// nothing; one with a snapshot (repeatable read) or a transaction id does.
+#[tokio::test]
+async fn only_transactions_that_hold_back_vacuum_count_as_open() {
+    let db = TestDb::new().await;
+    let mut other = PgConnection::connect(&db.url).await.unwrap();
+    assert_eq!(figures(&db).await.oldest_xact_secs, None);
+
+    sqlx::raw_sql("begin; select 1")
+        .execute(&mut other)
+        .await
+        .unwrap();
+    assert_eq!(
+        figures(&db).await.oldest_xact_secs,
+        None,
+        "idle in a read committed transaction, holding no snapshot"
+    );
+    sqlx::raw_sql("rollback").execute(&mut other).await.unwrap();
+
+    sqlx::raw_sql("begin isolation level repeatable read; select 1")
+        .execute(&mut other)
+        .await
+        .unwrap();
+    assert!(
+        figures(&db).await.oldest_xact_secs.is_some(),
+        "a repeatable read transaction keeps its snapshot"
+    );
+    sqlx::raw_sql("rollback").execute(&mut other).await.unwrap();
+
+    sqlx::raw_sql("begin; select pg_current_xact_id()")
+        .execute(&mut other)
+        .await
+        .unwrap();
+    assert!(
+        figures(&db).await.oldest_xact_secs.is_some(),
+        "a transaction id"
+    );
+    sqlx::raw_sql("rollback").execute(&mut other).await.unwrap();
+    other.close().await.unwrap();
+}
+
+/// Rolls back prepared transaction `gid` of the database at `url` when
+/// dropped (it would outlive the test, and keep its database from being
+/// dropped).
+struct Prepared {
+    url: String,
+    gid: String,
+}
+
+impl Drop for Prepared {
+    fn drop(&mut self) {
+        lq_tests::run_from_drop(
+            self.url.clone(),
+            vec![format!("rollback prepared '{}'", self.gid)],
+        );
+    }
+}
+
+/// A prepared transaction holds back vacuum until it is committed or rolled
+/// back, with no session showing it. Needs `max_prepared_transactions` above
+/// 0 (PostgreSQL's default is 0): skipped, saying so, on a server without.
+#[tokio::test]
+async fn a_prepared_transaction_counts_as_open() {
+    let db = TestDb::new().await;
+    let most: i32 = sqlx::query_scalar("select current_setting('max_prepared_transactions')::int")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    if most == 0 {
+        eprintln!("skipped: this server has max_prepared_transactions = 0");
+        return;
+    }
+    let mut other = PgConnection::connect(&db.url).await.unwrap();
+    let prepared = Prepared {
+        url: db.url.clone(),
+        gid: format!("lq_doctor_{:08x}", fastrand::u32(..)),
+    };
+    sqlx::raw_sql(&format!(
+        "begin; select pg_current_xact_id(); prepare transaction '{}'",
+        prepared.gid
+    ))
+    .execute(&mut other)
+    .await
+    .unwrap();
+    other.close().await.unwrap();
+    assert!(
+        figures(&db).await.oldest_xact_secs.is_some(),
+        "the prepared transaction, with no session left"
+    );
+    drop(prepared);
+    assert_eq!(figures(&db).await.oldest_xact_secs, None);
 }

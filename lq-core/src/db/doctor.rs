@@ -15,8 +15,12 @@ pub struct Figures {
     /// was written (`off`, `0`, `no`, `f`, `'FALSE'`: PostgreSQL keeps the
     /// spelling given).
     pub jobs_autovacuum_off: bool,
-    /// Seconds the oldest open transaction of this database has been open,
-    /// among the sessions this role may see.
+    /// Seconds the oldest transaction that holds back vacuum in this database
+    /// has been open: a client session's holding a snapshot or a transaction
+    /// id (one idle between statements of a read committed transaction holds
+    /// neither; a lazy VACUUM, autovacuum's or a client's, is ignored by
+    /// vacuum), among the sessions this role may see; or a prepared
+    /// transaction (`PREPARE TRANSACTION`) not yet committed or rolled back.
     pub oldest_xact_secs: Option<f64>,
     /// Whether this role sees every session's transaction (`pg_read_all_stats`,
     /// which `pg_monitor` includes): PostgreSQL hides when another role's
@@ -44,10 +48,18 @@ pub async fn doctor_figures(conn: &mut PgConnection, stale_secs: f64) -> Result<
                             pg_catalog.pg_options_to_table(c.reloptions) o
                        where c.oid = 'lq.jobs'::pg_catalog.regclass
                          and o.option_name = 'autovacuum_enabled'), false) as jobs_autovacuum_off,
-             (select extract(epoch from pg_catalog.now() - min(xact_start))::float8
-              from pg_catalog.pg_stat_activity
-              where datname = pg_catalog.current_database() and xact_start is not null
-                and pid <> pg_catalog.pg_backend_pid()) as oldest_xact_secs,
+             (select extract(epoch from pg_catalog.now() - min(open.since))::float8
+              from (select a.xact_start
+                    from pg_catalog.pg_stat_activity a
+                    where a.datname = pg_catalog.current_database()
+                      and a.backend_type = 'client backend'
+                      and (a.backend_xmin is not null or a.backend_xid is not null)
+                      and a.pid <> pg_catalog.pg_backend_pid()
+                      and a.pid not in (select v.pid from pg_catalog.pg_stat_progress_vacuum v)
+                    union all
+                    select p.prepared
+                    from pg_catalog.pg_prepared_xacts p
+                    where p.database = pg_catalog.current_database()) as open(since)) as oldest_xact_secs,
              pg_catalog.pg_has_role(current_user, 'pg_read_all_stats', 'USAGE') as sees_all_sessions,
              coalesce((select n_live_tup from pg_catalog.pg_stat_user_tables
                        where schemaname = 'lq' and relname = 'jobs'), 0) as jobs_live_rows,
