@@ -266,3 +266,65 @@ async fn prune_with_yes_deletes_without_counting_first() {
     assert_eq!(json["pruned"], 3, "{json}");
     assert_eq!(db.count("succeeded").await, 0);
 }
+
+/// `lq migrate --dry-run` prints all `lq migrate` would run: piped into psql
+/// on a database litequeue never migrated, it leaves a schema `lq migrate` and
+/// `lq doctor` take as current, recorded as `lq migrate` records it.
+#[tokio::test]
+async fn migrate_dry_run_prints_a_script_psql_applies_to_a_current_schema() {
+    use std::io::Write;
+    let db = TestDb::new().await;
+    let recorded = "select version, name, serves_from from lq.schema_migrations order by version";
+    let migrated: Vec<(i32, String, Option<i32>)> =
+        sqlx::query_as(recorded).fetch_all(&db.pool).await.unwrap();
+    sqlx::raw_sql("drop schema lq cascade")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+
+    let (code, script, stderr) = lq_text(&db.url, &[], &["migrate", "--dry-run"]);
+    assert_eq!(code, 0, "{stderr}");
+    let (_, json, _) = lq(&db, &["migrate", "--dry-run"]);
+    assert_eq!(json["script"].as_str(), Some(script.as_str()));
+    let mut psql = std::process::Command::new("psql")
+        .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", &db.url])
+        .env("PGSSLMODE", "disable")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run psql");
+    psql.stdin
+        .take()
+        .unwrap()
+        .write_all(script.as_bytes())
+        .unwrap();
+    let applied = psql.wait_with_output().unwrap();
+    assert!(
+        applied.status.success(),
+        "{}",
+        String::from_utf8_lossy(&applied.stderr)
+    );
+
+    let by_hand: Vec<(i32, String, Option<i32>)> =
+        sqlx::query_as(recorded).fetch_all(&db.pool).await.unwrap();
+    assert_eq!(by_hand, migrated);
+    let (code, json, stderr) = lq(&db, &["migrate"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(json["applied"], serde_json::json!([]), "{json}");
+    assert_eq!(
+        json["version"].as_i64(),
+        Some(lq_runtime::SCHEMA_VERSION.into())
+    );
+    let (_, json, _) = lq(&db, &["doctor"]);
+    let schema = json["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "schema")
+        .unwrap()
+        .clone();
+    assert_eq!(schema["ok"], true, "{schema}");
+    let (code, json, _) = lq(&db, &["migrate", "--dry-run"]);
+    assert_eq!((code, &json["script"]), (0, &serde_json::Value::Null));
+}

@@ -257,6 +257,36 @@ pub struct PendingMigration {
     pub sql: &'static str,
 }
 
+impl PendingMigration {
+    /// The SQL [`migrate`] would run to apply `pending` (from
+    /// [`pending_migrations`]), as one script a DBA can review and apply by
+    /// hand, e.g. `psql -v ON_ERROR_STOP=1 -f script.sql`: one transaction that
+    /// takes the lock `migrate` takes, creates the schema and its version table
+    /// when `pending` starts at version 1, and runs each migration with the
+    /// statement recording it, so that `migrate` then finds the schema
+    /// current. Empty when nothing is pending.
+    ///
+    /// ```no_run
+    /// # async fn f(pool: sqlx::PgPool) -> Result<(), lq_core::Error> {
+    /// let pending = lq_core::pending_migrations(&pool).await?;
+    /// print!("{}", lq_core::PendingMigration::script(&pending));
+    /// # Ok(()) }
+    /// ```
+    pub fn script(pending: &[PendingMigration]) -> String {
+        let Some(first) = pending.first() else {
+            return String::new();
+        };
+        db::migration::script(
+            first.version == 1,
+            pending.iter().map(|m| {
+                let declared = MIGRATIONS[(m.version - 1) as usize].serves_from;
+                let serves_from = (m.version >= SERVES_FROM_RECORDED_SINCE).then_some(declared);
+                (m.version, m.name, m.sql, serves_from)
+            }),
+        )
+    }
+}
+
 /// The migrations [`migrate`] would apply now, oldest first, without applying
 /// anything (for a dry run, or a review by a DBA). None when the database is at
 /// this build's version, or ahead of it with a schema that still serves this

@@ -8,7 +8,8 @@ use crate::{output::Out, Failure, Outcome};
 
 #[derive(Debug, Args)]
 pub struct MigrateArgs {
-    /// Print the SQL that would run, and change nothing.
+    /// Print the SQL that would run, as one script to review or apply by hand
+    /// (`psql -v ON_ERROR_STOP=1`), and change nothing.
     #[arg(long)]
     dry_run: bool,
 }
@@ -21,10 +22,18 @@ pub(crate) async fn run(pool: &PgPool, out: &Out, args: MigrateArgs) -> Result<O
             .map(|m| json!({"version": m.version, "name": m.name, "sql": m.sql}))
             .collect();
         let found = lq_runtime::schema_version(pool).await?;
+        // All `migrate` would run: the schema and version table, each
+        // migration and its record, in one transaction.
+        let script = lq_runtime::PendingMigration::script(&pending);
         if out.is_json() {
             println!(
                 "{:#}",
-                json!({"pending": list, "version": found, "this_build": lq_runtime::SCHEMA_VERSION})
+                json!({
+                    "pending": list,
+                    "script": (!script.is_empty()).then_some(&script),
+                    "version": found,
+                    "this_build": lq_runtime::SCHEMA_VERSION,
+                })
             );
         } else if pending.is_empty() {
             if found > lq_runtime::SCHEMA_VERSION {
@@ -36,9 +45,7 @@ pub(crate) async fn run(pool: &PgPool, out: &Out, args: MigrateArgs) -> Result<O
                 println!("-- the schema is current (version {found})");
             }
         } else {
-            for m in &pending {
-                println!("-- migration {} ({})\n{}", m.version, m.name, m.sql);
-            }
+            print!("{script}");
         }
         return Ok(Outcome::Clean);
     }

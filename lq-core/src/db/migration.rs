@@ -8,6 +8,70 @@ use crate::Error;
 /// Arbitrary constant key of the advisory lock that serialises migrations.
 const MIGRATION_LOCK_KEY: i64 = 0x6c71_6d69_6772; // "lqmigr"
 
+/// The version table as the first migration finds it (version 10 adds
+/// `serves_from`).
+const VERSION_TABLE: &str = "\
+create table if not exists lq.schema_migrations (
+    version    integer primary key,
+    name       text not null,
+    applied_at timestamptz not null default now()
+);";
+
+/// The statement recording a migration: `$3` is its `serves_from`, recorded
+/// from version 10 on.
+fn record_statement(with_serves_from: bool) -> &'static str {
+    if with_serves_from {
+        "insert into lq.schema_migrations (version, name, serves_from) values ($1, $2, $3)"
+    } else {
+        "insert into lq.schema_migrations (version, name) values ($1, $2)"
+    }
+}
+
+/// The statements [`lock`], [`apply`] and the migrations run, as one script
+/// to apply by hand (`psql -v ON_ERROR_STOP=1`): one transaction that takes
+/// the migration lock, creates the schema and its version table if
+/// `bootstrap`, then runs each of `migrations` (`(version, name, sql,
+/// serves_from)`) and records it.
+pub fn script<'a>(
+    bootstrap: bool,
+    migrations: impl IntoIterator<Item = (i32, &'a str, &'a str, Option<i32>)>,
+) -> String {
+    let mut out = format!(
+        "-- litequeue's schema migrations, as `lq migrate` runs them: one transaction.\n\
+         begin;\n\
+         set local search_path = {};\n\
+         -- Waits for a migration running elsewhere, as `lq migrate` does.\n\
+         select pg_catalog.pg_advisory_xact_lock({MIGRATION_LOCK_KEY});\n",
+        super::SEARCH_PATH.replace(',', ", ")
+    );
+    if bootstrap {
+        out.push_str(
+            "-- The schema, unless it exists (`create schema if not exists` would need\n\
+             -- CREATE on the database even then), and its version table.\n\
+             do $lq$ begin\n\
+             \x20   if not exists (select from pg_catalog.pg_namespace where nspname = 'lq') then\n\
+             \x20       create schema lq;\n\
+             \x20   end if;\n\
+             end $lq$;\n",
+        );
+        out.push_str(VERSION_TABLE);
+        out.push('\n');
+    }
+    for (version, name, sql, serves_from) in migrations {
+        let quoted = name.replace('\'', "''");
+        let record = record_statement(serves_from.is_some())
+            .replace("$1", &version.to_string())
+            .replace("$2", &format!("'{quoted}'"))
+            .replace("$3", &serves_from.unwrap_or_default().to_string());
+        out.push_str(&format!(
+            "\n-- migration {version} ({name})\n{}\n{record};\n",
+            sql.trim_end()
+        ));
+    }
+    out.push_str("\ncommit;\n");
+    out
+}
+
 /// The role owning schema `lq`, when it exists and the current role neither is
 /// nor is a member of it (so may not trust it: that role can replace any object
 /// in it). `None` when the schema is missing or ours.
@@ -51,16 +115,9 @@ pub async fn lock(conn: &mut PgConnection, lock_wait: std::time::Duration) -> Re
     }
     // A plain string with no arguments goes as a simple query (several statements);
     // `sqlx::raw_sql` would do the same, but its future is not provably `Send`.
-    sqlx::Executor::execute(
-        &mut *conn,
-        "create table if not exists lq.schema_migrations (
-             version    integer primary key,
-             name       text not null,
-             applied_at timestamptz not null default now()
-         );",
-    )
-    .await
-    .map_err(err("migration_bootstrap"))?;
+    sqlx::Executor::execute(&mut *conn, VERSION_TABLE)
+        .await
+        .map_err(err("migration_bootstrap"))?;
     Ok(())
 }
 
@@ -109,13 +166,9 @@ pub async fn apply(
     sqlx::Executor::execute(&mut *conn, sql)
         .await
         .map_err(err("migration_apply"))?;
-    let record = match serves_from {
-        Some(_) => {
-            "insert into lq.schema_migrations (version, name, serves_from) values ($1, $2, $3)"
-        }
-        None => "insert into lq.schema_migrations (version, name) values ($1, $2)",
-    };
-    let mut record = sqlx::query(record).bind(version).bind(name);
+    let mut record = sqlx::query(record_statement(serves_from.is_some()))
+        .bind(version)
+        .bind(name);
     if let Some(serves_from) = serves_from {
         record = record.bind(serves_from);
     }
