@@ -49,12 +49,13 @@ pub async fn insert(db: &TestDb, kind: &str, queue: &str, n: i64) -> Vec<i64> {
     .unwrap()
 }
 
-/// A login role of its own for one test (roles are cluster-wide), dropped when
-/// the value drops. Declare it before the test's database, so that the
-/// database (holding the role's grants) is dropped first.
+/// A login role of its own for one test (roles are cluster-wide), dropped with
+/// what it was granted when the value drops.
 pub struct Role {
     /// The role's name.
     pub name: String,
+    /// The test database's URL.
+    db_url: String,
 }
 
 impl Role {
@@ -65,7 +66,10 @@ impl Role {
             .execute(&db.pool)
             .await
             .unwrap();
-        Self { name }
+        Self {
+            name,
+            db_url: db.url.clone(),
+        }
     }
 
     /// Runs `grants` on `db`, `{role}` standing for this role.
@@ -86,6 +90,11 @@ impl Role {
 
 impl Drop for Role {
     fn drop(&mut self) {
+        // Its grants first (the test's database may still exist), then the role.
+        lq_tests::run_from_drop(
+            self.db_url.clone(),
+            vec![format!("drop owned by {}", self.name)],
+        );
         lq_tests::run_as_admin_from_drop(vec![format!("drop role if exists {}", self.name)]);
     }
 }
