@@ -99,6 +99,10 @@ pub async fn doctor(pool: &PgPool) -> Result<Vec<Check>, Error> {
         ok: vacuum_ok,
         detail: if vacuum_ok {
             "on for lq.jobs".to_owned()
+        } else if !f.autovacuum {
+            "off on the server (autovacuum or track_counts is off): the leader vacuums lq.jobs, \
+             but turn both on as the safety net"
+                .to_owned()
         } else {
             "off for lq.jobs: the leader vacuums it, but turn autovacuum on as the safety net"
                 .to_owned()
@@ -114,7 +118,8 @@ pub async fn doctor(pool: &PgPool) -> Result<Vec<Check>, Error> {
             if young {
                 ""
             } else {
-                " old: it holds back vacuum, and the queue slows down until it ends"
+                " old: it holds back vacuum, and the queue slows down until it ends \
+                 (pg_stat_activity, or pg_prepared_xacts for a prepared transaction)"
             },
             if f.sees_all_sessions {
                 ""

@@ -388,26 +388,6 @@ async fn job_state(conn: &mut PgConnection, id: i64) -> Result<Option<JobState>,
         .map_err(err("job_state"))
 }
 
-/// The finished jobs past their retention as of the time `$at`: `$1` seconds
-/// for succeeded and cancelled ones, `$2` for dead ones. The predicate of
-/// `db::maintenance`'s prune (the leader's, always as of `now()`), for a prune
-/// an operator confirmed against a count taken earlier.
-macro_rules! past_retention_as_of {
-    ($at:literal) => {
-        concat!(
-            "finished_at < ",
-            $at,
-            " - make_interval(secs => least($1, $2))
-               and ((state in ('succeeded', 'cancelled') and finished_at < ",
-            $at,
-            " - make_interval(secs => $1))
-                    or (state = 'dead' and finished_at < ",
-            $at,
-            " - make_interval(secs => $2)))"
-        )
-    };
-}
-
 /// How many finished jobs are past their retention now, and the database's
 /// `now()` they were counted at (for [`job_prune_as_of`]).
 pub async fn job_prune_count_now(
@@ -417,7 +397,7 @@ pub async fn job_prune_count_now(
 ) -> Result<(i64, DateTime<Utc>), Error> {
     sqlx::query_as(concat!(
         "select count(*), now() from lq.finished_jobs where ",
-        past_retention_as_of!("now()")
+        past_retention!("now()")
     ))
     .bind(keep_finished_secs)
     .bind(keep_dead_secs)
@@ -438,7 +418,7 @@ pub async fn job_prune_as_of(
     let r = sqlx::query(concat!(
         "delete from lq.finished_jobs where id in (
              select id from lq.finished_jobs where ",
-        past_retention_as_of!("$3::timestamptz"),
+        past_retention!("$3::timestamptz"),
         " limit $4
          )"
     ))

@@ -5,34 +5,6 @@ use sqlx::PgConnection;
 use super::err;
 use crate::Error;
 
-/// The finished jobs past their retention: `$1` seconds for succeeded and
-/// cancelled ones, `$2` for dead ones (one place for the prune and its count).
-macro_rules! past_retention {
-    () => {
-        "finished_at < now() - make_interval(secs => least($1, $2))
-           and ((state in ('succeeded', 'cancelled') and finished_at < now() - make_interval(secs => $1))
-                or (state = 'dead' and finished_at < now() - make_interval(secs => $2)))"
-    };
-}
-
-/// How many finished jobs [`job_prune`] would delete now.
-pub async fn job_prune_count(
-    conn: &mut PgConnection,
-    keep_finished_secs: f64,
-    keep_dead_secs: f64,
-) -> Result<u64, Error> {
-    let n: i64 = sqlx::query_scalar(concat!(
-        "select count(*) from lq.finished_jobs where ",
-        past_retention!()
-    ))
-    .bind(keep_finished_secs)
-    .bind(keep_dead_secs)
-    .fetch_one(&mut *conn)
-    .await
-    .map_err(err("job_prune_count"))?;
-    Ok(n as u64)
-}
-
 /// Deletes up to `limit` finished jobs: succeeded or cancelled ones finished more
 /// than `keep_finished_secs` ago, dead ones more than `keep_dead_secs` ago.
 pub async fn job_prune(
@@ -44,7 +16,7 @@ pub async fn job_prune(
     let r = sqlx::query(concat!(
         "delete from lq.finished_jobs where id in (
              select id from lq.finished_jobs where ",
-        past_retention!(),
+        past_retention!("now()"),
         " limit $3
          )"
     ))

@@ -125,6 +125,26 @@ macro_rules! requeue_or_end {
     };
 }
 
+/// The finished jobs past their retention as of the time `$at`: `$1` seconds
+/// for succeeded and cancelled ones, `$2` for dead ones. One place for the leader's
+/// prune (as of `now()`) and an operator's, confirmed against a count taken
+/// earlier (as of that count's time).
+macro_rules! past_retention {
+    ($at:literal) => {
+        concat!(
+            "finished_at < ",
+            $at,
+            " - make_interval(secs => least($1, $2))
+               and ((state in ('succeeded', 'cancelled') and finished_at < ",
+            $at,
+            " - make_interval(secs => $1))
+                    or (state = 'dead' and finished_at < ",
+            $at,
+            " - make_interval(secs => $2)))"
+        )
+    };
+}
+
 pub mod bulk;
 pub mod claim;
 pub mod clock;
