@@ -38,6 +38,21 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand};
 use sqlx::{Connection, PgPool};
 
+/// `println!` to stdout through [`output::write_stdout`]: a closed pipe ends
+/// the command quietly instead of panicking.
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        $crate::output::write_stdout(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// `print!` to stdout through [`output::write_stdout`].
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::output::write_stdout(format_args!($($arg)*))
+    };
+}
+
 mod commands;
 mod filter_args;
 mod output;

@@ -328,3 +328,29 @@ async fn migrate_dry_run_prints_a_script_psql_applies_to_a_current_schema() {
     let (code, json, _) = lq(&db, &["migrate", "--dry-run"]);
     assert_eq!((code, &json["script"]), (0, &serde_json::Value::Null));
 }
+
+/// A reader that goes away early (`lq jobs list | head -1`) ends `lq` quietly
+/// with exit code 0, not with a panic on the broken pipe.
+#[tokio::test]
+async fn a_reader_that_stops_reading_ends_lq_quietly() {
+    use std::io::{BufRead, BufReader};
+    let db = TestDb::new().await;
+    common::insert(&db, "cli.many", "default", 3000).await;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_lq"))
+        .args(["jobs", "list", "--limit", "3000"])
+        .env("DATABASE_URL", &db.url)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run lq");
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    // The reader is dropped here: the rest of the 3,000 lines meet a closed pipe.
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(!first.is_empty());
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+}

@@ -115,7 +115,7 @@ pub(crate) async fn run(
             );
             if !out.is_json() && rows.len() as i64 == limit {
                 if let Some(last) = rows.last() {
-                    println!("(more: --before {})", last.id);
+                    outln!("(more: --before {})", last.id);
                 }
             }
             Ok(Outcome::Clean)
@@ -123,7 +123,7 @@ pub(crate) async fn run(
         JobsCommand::Show { id } => {
             let r = control::get(pool, id).await?;
             if out.is_json() {
-                println!("{}", to_json(&RowJson::of(&r)));
+                outln!("{}", to_json(&RowJson::of(&r)));
                 return Ok(Outcome::Clean);
             }
             let opt = |t: Option<lq_runtime::chrono::DateTime<lq_runtime::chrono::Utc>>| {
@@ -150,14 +150,14 @@ pub(crate) async fn run(
                 ),
                 ("cancel requested", opt(r.cancel_requested_at)),
             ] {
-                println!("{k:>16}  {}", printable(&v));
+                outln!("{k:>16}  {}", printable(&v));
             }
-            println!("{:>16}  {}", "payload", printable(&pretty(r.payload.get())));
+            outln!("{:>16}  {}", "payload", printable(&pretty(r.payload.get())));
             if let Some(meta) = &r.meta {
-                println!("{:>16}  {}", "meta", printable(&pretty(meta.get())));
+                outln!("{:>16}  {}", "meta", printable(&pretty(meta.get())));
             }
             for e in &r.errors {
-                println!(
+                outln!(
                     "{:>16}  {} on {}: {}",
                     format!("attempt {}", e.attempt),
                     e.at.to_rfc3339(),

@@ -26,7 +26,7 @@ pub(crate) async fn run(pool: &PgPool, out: &Out, args: MigrateArgs) -> Result<O
         // migration and its record, in one transaction.
         let script = lq_runtime::PendingMigration::script(&pending);
         if out.is_json() {
-            println!(
+            outln!(
                 "{:#}",
                 json!({
                     "pending": list,
@@ -37,15 +37,15 @@ pub(crate) async fn run(pool: &PgPool, out: &Out, args: MigrateArgs) -> Result<O
             );
         } else if pending.is_empty() {
             if found > lq_runtime::SCHEMA_VERSION {
-                println!(
+                outln!(
                     "-- the schema is at version {found}, newer than this build's {}, and still serves it: nothing to apply",
                     lq_runtime::SCHEMA_VERSION
                 );
             } else {
-                println!("-- the schema is current (version {found})");
+                outln!("-- the schema is current (version {found})");
             }
         } else {
-            print!("{script}");
+            out!("{script}");
         }
         return Ok(Outcome::Clean);
     }

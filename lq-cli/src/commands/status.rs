@@ -139,9 +139,9 @@ pub(crate) async fn run(pool: &PgPool, out: &Out, args: StatusArgs) -> Result<Ou
         if out.is_json() {
             // One compact document per line (NDJSON), for a script to read
             // line by line.
-            println!("{}", json_line(&now));
+            outln!("{}", json_line(&now));
         } else {
-            print!("\x1b[2J\x1b[H");
+            out!("\x1b[2J\x1b[H");
             print(out, &now);
         }
         tokio::select! {
