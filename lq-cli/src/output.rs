@@ -100,6 +100,21 @@ pub(crate) fn cut(text: &str, max: usize) -> String {
     s
 }
 
+/// Writes `args` to stdout. A reader that went away (`lq jobs list | head`)
+/// ends the command quietly with exit code 0, as Unix tools do, instead of the
+/// panic `println!` would raise on the broken pipe.
+pub(crate) fn write_stdout(args: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_fmt(args).and_then(|()| out.flush()) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("lq: cannot write the output: {e}");
+        std::process::exit(1);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -127,20 +142,5 @@ mod tests {
     fn long_text_is_cut_on_one_line() {
         assert_eq!(cut("a\nb", 10), "a b");
         assert_eq!(cut("abcdef", 4), "abc…");
-    }
-}
-
-/// Writes `args` to stdout. A reader that went away (`lq jobs list | head`)
-/// ends the command quietly with exit code 0, as Unix tools do, instead of the
-/// panic `println!` would raise on the broken pipe.
-pub(crate) fn write_stdout(args: std::fmt::Arguments<'_>) {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    if let Err(e) = out.write_fmt(args).and_then(|()| out.flush()) {
-        if e.kind() == std::io::ErrorKind::BrokenPipe {
-            std::process::exit(0);
-        }
-        eprintln!("lq: cannot write the output: {e}");
-        std::process::exit(1);
     }
 }
