@@ -38,8 +38,8 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand};
 use sqlx::{Connection, PgPool};
 
-/// `println!` to stdout through [`output::write_stdout`]: a closed pipe ends
-/// the command quietly instead of panicking.
+/// `println!` to stdout through [`output::write_stdout`]: after a closed pipe
+/// the output is dropped instead of panicking.
 macro_rules! outln {
     ($($arg:tt)*) => {
         $crate::output::write_stdout(format_args!("{}\n", format_args!($($arg)*)))

@@ -100,19 +100,31 @@ pub(crate) fn cut(text: &str, max: usize) -> String {
     s
 }
 
-/// Writes `args` to stdout. A reader that went away (`lq jobs list | head`)
-/// ends the command quietly with exit code 0, as Unix tools do, instead of the
-/// panic `println!` would raise on the broken pipe.
+/// Set once stdout could not be written: the reader went away (`lq jobs list
+/// | head`), or the output is gone.
+static STDOUT_CLOSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Writes `args` to stdout. Once a write fails (a reader that went away, as
+/// with `| head`), later output is dropped rather than `println!`'s panic on
+/// the broken pipe; the command ends with its own exit code (a failed doctor
+/// check still exits 1), and a loop stops at [`stdout_closed`].
 pub(crate) fn write_stdout(args: std::fmt::Arguments<'_>) {
-    use std::io::Write;
+    use std::{io::Write, sync::atomic::Ordering};
+    if STDOUT_CLOSED.load(Ordering::Relaxed) {
+        return;
+    }
     let mut out = std::io::stdout().lock();
     if let Err(e) = out.write_fmt(args).and_then(|()| out.flush()) {
-        if e.kind() == std::io::ErrorKind::BrokenPipe {
-            std::process::exit(0);
+        STDOUT_CLOSED.store(true, Ordering::Relaxed);
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            eprintln!("lq: cannot write the output: {e}");
         }
-        eprintln!("lq: cannot write the output: {e}");
-        std::process::exit(1);
     }
+}
+
+/// Whether stdout could not be written (see [`write_stdout`]).
+pub(crate) fn stdout_closed() -> bool {
+    STDOUT_CLOSED.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 #[cfg(test)]

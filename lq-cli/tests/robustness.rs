@@ -330,7 +330,8 @@ async fn migrate_dry_run_prints_a_script_psql_applies_to_a_current_schema() {
 }
 
 /// A reader that goes away early (`lq jobs list | head -1`) ends `lq` quietly
-/// with exit code 0, not with a panic on the broken pipe.
+/// with the command's own exit code (0 for a list), not with a panic on the
+/// broken pipe.
 #[tokio::test]
 async fn a_reader_that_stops_reading_ends_lq_quietly() {
     use std::io::{BufRead, BufReader};

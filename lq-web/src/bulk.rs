@@ -142,11 +142,12 @@ async fn handle(ctx: &Ctx, sh: &Arc<Shared>, form: &Pairs) -> Result<Answer, Pag
     let refuse = |e: PageError| refused_post(ctx, "bulk", e);
     let bad = |e: params::ParamError| refuse(PageError::bad_request(e.to_string()));
     let action = Action::parse(form.get("action")).map_err(refuse)?;
-    let ids: Vec<i64> = form
+    let selected: Vec<(i64, Option<JobState>)> = form
         .all("ids")
-        .map(|v| params::parse_id("ids", v))
+        .map(params::parse_selected)
         .collect::<Result<_, _>>()
         .map_err(bad)?;
+    let ids: Vec<i64> = selected.iter().map(|(id, _)| *id).collect();
     // The state of the tab the jobs were picked on: a job that left it since
     // is not acted on.
     let shown = form
@@ -164,7 +165,7 @@ async fn handle(ctx: &Ctx, sh: &Arc<Shared>, form: &Pairs) -> Result<Answer, Pag
         if action == Action::Delete {
             // Deleting is for good: the server asks, whatever the browser did.
             let Some(confirmed) = form.get("confirm") else {
-                return Ok(Answer::Page(confirm_selected(ctx, &ids, shown)));
+                return Ok(Answer::Page(confirm_selected(ctx, &selected, shown)));
             };
             let confirmed = params::parse_count("confirm", confirmed).map_err(bad)?;
             if confirmed != ids.len() as u64 {
@@ -174,32 +175,65 @@ async fn handle(ctx: &Ctx, sh: &Arc<Shared>, form: &Pairs) -> Result<Answer, Pag
                 ))));
             }
         }
-        let filter = shown.into_iter().fold(
-            ids.iter().copied().fold(JobFilter::new(), JobFilter::id),
-            JobFilter::state,
-        );
-        let target = match shown {
-            Some(s) => format!("{} selected {s} jobs {ids:?}", ids.len()),
-            None => format!("{} selected jobs {ids:?}", ids.len()),
-        };
-        let states = filter.states.clone();
-        let mut result = action.run(ctx, sh, filter, None, target).await;
-        if let Ok(r) = &mut result {
-            match unreached(&sh.pool, r, &ids, &states, action).await {
-                Ok(mut refused) => {
-                    r.matched += refused.len() as u64;
-                    r.refused.append(&mut refused);
+        // Each job in the state its row showed (or the tab's): one action per
+        // state, so a job that left its state since is not acted on.
+        let mut groups: Vec<(Option<JobState>, Vec<i64>)> = Vec::new();
+        for (id, state) in &selected {
+            let state = state.or(shown);
+            match groups.iter_mut().find(|(s, _)| *s == state) {
+                Some((_, ids)) => ids.push(*id),
+                None => groups.push((state, vec![*id])),
+            }
+        }
+        let mut total = BulkReport::default();
+        let mut failure = None;
+        for (state, ids) in groups {
+            let filter = state.into_iter().fold(
+                ids.iter().copied().fold(JobFilter::new(), JobFilter::id),
+                JobFilter::state,
+            );
+            let target = match state {
+                Some(s) => format!("{} selected {s} jobs {ids:?}", ids.len()),
+                None => format!("{} selected jobs {ids:?}", ids.len()),
+            };
+            let states = filter.states.clone();
+            match action.run(ctx, sh, filter, None, target).await {
+                Ok(mut r) => {
+                    let reached = unreached(&sh.pool, &r, &ids, &states, action).await;
+                    match reached {
+                        Ok(mut refused) => {
+                            r.matched += refused.len() as u64;
+                            r.refused.append(&mut refused);
+                            merge(&mut total, r);
+                        }
+                        // Done, but not every job accounted for: say what was done.
+                        Err(e) => {
+                            merge(&mut total, r);
+                            failure = Some(e);
+                            break;
+                        }
+                    }
                 }
-                // Done, but not every job accounted for: say what was done.
+                Err(lq_core::Error::BulkStopped { report, source, .. }) => {
+                    merge(&mut total, *report);
+                    failure = Some(*source);
+                    break;
+                }
                 Err(e) => {
-                    result = Err(lq_core::Error::BulkStopped {
-                        action: action.done(),
-                        report: Box::new(std::mem::take(r)),
-                        source: Box::new(e),
-                    })
+                    failure = Some(e);
+                    break;
                 }
             }
         }
+        let result = match failure {
+            None => Ok(total),
+            Some(e) if total.matched == 0 && total.done.is_empty() => Err(e),
+            Some(e) => Err(lq_core::Error::BulkStopped {
+                action: action.done(),
+                report: Box::new(total),
+                source: Box::new(e),
+            }),
+        };
         return finished(ctx, action, &Scope::Selected(shown), result);
     }
     if form.get("all_matching") != Some("1") {
@@ -286,9 +320,21 @@ async fn confirmation(
     })
 }
 
+/// `more`'s counts and jobs added to `total`'s (the selection's actions, one
+/// per state).
+fn merge(total: &mut BulkReport, mut more: BulkReport) {
+    total.matched += more.matched;
+    total.done.append(&mut more.done);
+    total.refused.append(&mut more.refused);
+}
+
 /// Asks before deleting the selected jobs, naming how many.
-fn confirm_selected(ctx: &Ctx, ids: &[i64], shown: Option<JobState>) -> Markup {
-    let n = ids.len() as u64;
+fn confirm_selected(
+    ctx: &Ctx,
+    selected: &[(i64, Option<JobState>)],
+    shown: Option<JobState>,
+) -> Markup {
+    let n = selected.len() as u64;
     let noun = if n == 1 { "job" } else { "jobs" };
     html! {
         h1 #confirm-question { "Delete " (layout::count(n)) " selected " (noun) " for good?" }
@@ -299,8 +345,11 @@ fn confirm_selected(ctx: &Ctx, ids: &[i64], shown: Option<JobState>) -> Markup {
             @if let Some(s) = shown {
                 input type="hidden" name="state" value=(s.as_str());
             }
-            @for id in ids {
-                input type="hidden" name="ids" value=(id);
+            @for (id, state) in selected {
+                @match state {
+                    Some(s) => input type="hidden" name="ids" value={ (id) ":" (s.as_str()) };,
+                    None => input type="hidden" name="ids" value=(id);,
+                }
             }
             button.danger type="submit" name="confirm" value=(n) {
                 "Yes, delete " (layout::count(n)) " " (noun)

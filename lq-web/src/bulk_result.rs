@@ -3,8 +3,9 @@
 //! the outcome again and never runs the action again.
 //!
 //! The outcome travels in the query string, as structured fields only (counts,
-//! each refused job with a code for its reason), never as free text: a link
-//! someone else made can show no words of its own on the dashboard. What
+//! each refused job with a code for its reason, the filter as any `/jobs` link
+//! carries it), never as a message: a link someone else made can put no
+//! sentence of its own on the dashboard, only counts and a filter. What
 //! stopped an action partway is named by kind; its full reason is in the audit
 //! log. At most [`MAX_LISTED`] refusals are listed, so the address stays short
 //! enough for any proxy.
@@ -189,10 +190,14 @@ fn body(ctx: &Ctx, q: &Pairs, redacted: bool) -> Result<(StatusCode, Markup), Pa
         layout::count(matched)
     );
     let listed = report(ctx, action, &refused, more, &back);
-    let stopped = q
-        .get("stopped")
-        .and_then(|s| s.parse::<u16>().ok())
-        .and_then(|s| StatusCode::from_u16(s).ok());
+    // Only the statuses an action can stop with: a hand-made link cannot make
+    // the page blank (204, 304) or an upgrade (101).
+    let stopped = q.get("stopped").map(|s| match s {
+        "403" => StatusCode::FORBIDDEN,
+        "409" => StatusCode::CONFLICT,
+        "503" => StatusCode::SERVICE_UNAVAILABLE,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    });
     let Some(status) = stopped else {
         return Ok((
             StatusCode::OK,

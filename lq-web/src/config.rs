@@ -154,7 +154,10 @@ impl WebConfig {
     /// }
     /// ```
     ///
-    /// or name the address browsers use with [`WebConfig::public_origin`].
+    /// or name the address browsers use with [`WebConfig::public_origin`]. The
+    /// standalone server behind a proxy requires a token or basic auth
+    /// ([`crate::Error::ProxiedUnprotected`]): every request comes from
+    /// loopback there, so the loopback-only guard protects nothing.
     /// The standalone server's login cookie is `Secure` when the request came
     /// over https: its `Origin`, `X-Forwarded-Proto: https`, or an https
     /// public origin says so.

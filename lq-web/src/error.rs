@@ -28,6 +28,14 @@ pub enum Error {
         /// The address asked for.
         bind: SocketAddr,
     },
+    /// A public origin means a proxy forwards other hosts' requests to a
+    /// loopback address: without a token or basic auth, anyone who reaches the
+    /// proxy would read every job (and act, with actions allowed).
+    #[error("refusing to serve behind the public origin {origin} without authentication: set a token (LQ_WEB_TOKEN, or the variable lq serve --token-env names) or basic auth (LQ_WEB_BASIC or --basic user:password)")]
+    ProxiedUnprotected {
+        /// The first public origin given.
+        origin: String,
+    },
     /// A token or password that is empty would let anyone in.
     #[error("the {what} is empty: give a non-empty secret")]
     EmptySecret {

@@ -62,6 +62,15 @@ pub(crate) fn parse_id(field: &'static str, value: &str) -> Result<i64, ParamErr
     })
 }
 
+/// A selected job as the jobs page posts it: `id`, or `id:state`, the state
+/// its row showed (so a job that left it since is not acted on).
+pub(crate) fn parse_selected(value: &str) -> Result<(i64, Option<JobState>), ParamError> {
+    match value.split_once(':') {
+        Some((id, state)) => Ok((parse_id("ids", id)?, Some(parse_state(state.trim())?))),
+        None => Ok((parse_id("ids", value)?, None)),
+    }
+}
+
 pub(crate) fn parse_count(field: &'static str, value: &str) -> Result<u64, ParamError> {
     value.trim().parse().map_err(|_| ParamError::NotANumber {
         field,

@@ -155,7 +155,8 @@ impl ServeOptions {
     }
 
     /// Checks the options without binding anything: refuses a non-loopback
-    /// address without a token or basic auth, and an empty secret.
+    /// address or a public origin (a proxy in front) without a token or basic
+    /// auth, and an empty secret.
     ///
     /// ```
     /// use lq_web::{Error, ServeOptions};
@@ -172,8 +173,16 @@ impl ServeOptions {
                 what: "basic auth password",
             });
         }
-        if !self.bind.ip().is_loopback() && self.token.is_none() && self.basic.is_none() {
+        let open = self.token.is_none() && self.basic.is_none();
+        if !self.bind.ip().is_loopback() && open {
             return Err(Error::Unprotected { bind: self.bind });
+        }
+        // Behind a proxy every request comes from loopback: the loopback-only
+        // guard protects nothing there.
+        if let (Some(origin), true) = (self.public_origins.first(), open) {
+            return Err(Error::ProxiedUnprotected {
+                origin: origin.clone(),
+            });
         }
         Ok(())
     }

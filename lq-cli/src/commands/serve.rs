@@ -176,7 +176,16 @@ mod tests {
             "--public-origin",
             "https://ops2.example.com",
         ]);
-        let o = options(a, Err(VarError::NotPresent)).unwrap();
+        // Behind a proxy a secret is required.
+        let open = options(a, Err(VarError::NotPresent));
+        assert!(open.is_err(), "served behind a proxy without a secret");
+        let a = args(&[
+            "--public-origin",
+            "https://ops.example.com",
+            "--public-origin",
+            "https://ops2.example.com",
+        ]);
+        let o = options(a, Ok("s3cret".into())).unwrap();
         assert_eq!(
             o.public_origins,
             ["https://ops.example.com", "https://ops2.example.com"]

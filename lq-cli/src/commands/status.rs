@@ -144,6 +144,9 @@ pub(crate) async fn run(pool: &PgPool, out: &Out, args: StatusArgs) -> Result<Ou
             out!("\x1b[2J\x1b[H");
             print(out, &now);
         }
+        if crate::output::stdout_closed() {
+            return Ok(Outcome::Clean); // nobody reads the watch any more
+        }
         tokio::select! {
             _ = tokio::time::sleep(every) => {}
             _ = &mut ctrl_c => return Ok(Outcome::Clean),

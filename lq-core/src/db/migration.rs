@@ -41,7 +41,11 @@ pub fn script<'a>(
          begin;\n\
          set local search_path = {};\n\
          -- Waits for a migration running elsewhere, as `lq migrate` does.\n\
-         select pg_catalog.pg_advisory_xact_lock({MIGRATION_LOCK_KEY});\n",
+         select pg_catalog.pg_advisory_xact_lock({MIGRATION_LOCK_KEY});\n\
+         -- A table another transaction holds stops the script within 2 s, as it\n\
+         -- does `lq migrate` (which tries again), rather than queueing every\n\
+         -- claim and enqueue behind its wait: run it again then.\n\
+         set local lock_timeout = '2s';\n",
         super::SEARCH_PATH.replace(',', ", ")
     );
     if bootstrap {

@@ -180,7 +180,7 @@ fn table(ctx: &Ctx, rows: &[JobRow], shown: Option<JobState>) -> Markup {
                 tbody {
                     @for r in rows {
                         tr {
-                            @if act { td.check { input type="checkbox" name="ids" value=(r.id) aria-label={ "select job " (r.id) }; } }
+                            @if act { td.check { input type="checkbox" name="ids" value={ (r.id) ":" (r.state.as_str()) } aria-label={ "select job " (r.id) }; } }
                             td.num { a href=(ctx.url(&format!("/jobs/{}", r.id))) { (r.id) } }
                             td { (r.kind) }
                             td { (r.queue) }

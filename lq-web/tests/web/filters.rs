@@ -14,7 +14,8 @@ fn listed(page: &Resp) -> Vec<i64> {
     page.body
         .split(r#"name="ids" value=""#)
         .skip(1)
-        .map(|rest| rest[..rest.find('"').unwrap()].parse().unwrap())
+        // `id:state`: the row's state travels with its id.
+        .map(|rest| rest[..rest.find([':', '"']).unwrap()].parse().unwrap())
         .collect()
 }
 

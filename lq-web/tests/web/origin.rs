@@ -86,14 +86,27 @@ async fn behind_a_proxy_that_rewrites_host_the_public_origin_is_accepted() {
     );
     assert_eq!(state(&db, ids[0]).await.as_deref(), Some("cancelled"));
 
-    // The standalone server takes the same setting.
+    // The standalone server takes the same setting, and with it a secret:
+    // behind a proxy every request comes from loopback, so the loopback-only
+    // guard would let anyone who reaches the proxy in.
     let options = ServeOptions::new("127.0.0.1:0".parse().unwrap())
         .allow_actions(true)
         .public_origin(public);
+    assert!(matches!(
+        lq_web::standalone(db.pool.clone(), &options),
+        Err(lq_web::Error::ProxiedUnprotected { .. })
+    ));
+    let options = options.token(Some("s3cret".into()));
     let standalone = lq_web::standalone(db.pool.clone(), &options).unwrap();
+    let mut anonymous = via_proxy(ids[1], public);
     assert_eq!(
-        status(&standalone, via_proxy(ids[1], public)).await,
-        StatusCode::SEE_OTHER
+        send(&standalone, anonymous).await.status,
+        StatusCode::UNAUTHORIZED
     );
+    anonymous = via_proxy(ids[1], public);
+    anonymous
+        .headers_mut()
+        .insert(header::AUTHORIZATION, "Bearer s3cret".parse().unwrap());
+    assert_eq!(status(&standalone, anonymous).await, StatusCode::SEE_OTHER);
     assert_eq!(state(&db, ids[1]).await.as_deref(), Some("cancelled"));
 }

@@ -171,3 +171,57 @@ async fn the_job_page_acts_only_in_the_state_it_showed() {
             .unwrap();
     assert!(!requested);
 }
+
+/// On the "all" tab (no state in the address) each row carries its own state:
+/// a job shown dead and retried meanwhile is not deleted, while the other
+/// selected jobs, dead and queued, are.
+#[tokio::test]
+async fn on_the_all_tab_each_selected_job_keeps_the_state_its_row_showed() {
+    let (db, app) = support::full().await;
+    let ids = mails(&db, 3).await;
+    db.finish(ids[0], "dead", 1.0).await;
+    db.finish(ids[1], "dead", 1.0).await;
+    let list = get(&app, "/jobs").await;
+    list.expect(StatusCode::OK);
+    for (id, shown) in [(ids[0], "dead"), (ids[1], "dead"), (ids[2], "queued")] {
+        list.has(&format!(r#"value="{id}:{shown}""#));
+    }
+    control::retry_now(&db.pool, ids[0]).await.unwrap();
+    let (a, b, c) = (
+        format!("{}:dead", ids[0]),
+        format!("{}:dead", ids[1]),
+        format!("{}:queued", ids[2]),
+    );
+    let ask = post(
+        &app,
+        "/jobs/bulk",
+        &[("action", "delete"), ("ids", &a), ("ids", &b), ("ids", &c)],
+    )
+    .await;
+    ask.expect(StatusCode::OK).has(&format!(r#"value="{a}""#));
+    let done = follow(
+        &app,
+        post(
+            &app,
+            "/jobs/bulk",
+            &[
+                ("action", "delete"),
+                ("ids", &a),
+                ("ids", &b),
+                ("ids", &c),
+                ("confirm", "3"),
+            ],
+        )
+        .await,
+    )
+    .await;
+    done.expect(StatusCode::OK)
+        .has("Deleted 2 of 3")
+        .has(&format!(
+            "job {} became queued after the filter chose it, so it was not deleted",
+            ids[0]
+        ));
+    assert_eq!(state(&db, ids[0]).await.as_deref(), Some("queued"));
+    assert_eq!(state(&db, ids[1]).await, None);
+    assert_eq!(state(&db, ids[2]).await, None);
+}
