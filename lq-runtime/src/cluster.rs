@@ -170,7 +170,7 @@ pub(crate) async fn run(shared: Arc<Shared>, queues: Vec<(String, usize)>) {
 
 /// Which row of `lq.runtimes` is this runtime's: the `started_at` its last
 /// beat returned. Two runtimes configured with one `owner` share an id; only the
-/// one whose row it is writes it, leads, and removes it.
+/// one whose row it is writes it, leads, and marks it left.
 #[derive(Default)]
 struct Row {
     started_at: Option<DateTime<Utc>>,
@@ -247,7 +247,13 @@ async fn beat(
         // Rows of runtimes gone are kept for the unknown-kind grace: until then
         // they still vouch for the kinds they declared (a restart's backlog is
         // not buried as unknown).
-        let keep = shared.config.unknown_kind_grace.unwrap_or_default();
+        // Without a grace of its own (no burial here), the default one: a later
+        // leader that buries still finds a restarting runtime's row.
+        let keep = (shared.config.unknown_kind_grace).unwrap_or(
+            crate::RuntimeConfig::default()
+                .unknown_kind_grace
+                .unwrap_or_default(),
+        );
         // The lease is renewed whatever the reap does: a failed reap is retried
         // at the next beat, not taken for a lost lease.
         match db::timed(

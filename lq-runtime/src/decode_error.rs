@@ -1,11 +1,14 @@
 //! The reason stored when a payload does not decode into its job type, without
-//! the payload's values.
+//! the values serde quotes.
 //!
 //! serde quotes the value it could not use (`invalid type: string "4111 1111
 //! 1111 1111", expected u64`), and the reason is shown to every reader of the
 //! dashboard and `lq`, with or without a redaction hook. The stored reason keeps
 //! what an operator needs (the kind of value found, what was expected, the
-//! field names, the line and column) and drops the value itself.
+//! field names, the line and column) and drops the value serde quotes. Field
+//! names (an unknown field's included) are kept, and a type's own
+//! `Deserialize` that writes payload values into its errors is the type's to
+//! mind.
 
 /// `message` (a serde error's text) with the values it quotes removed: the
 /// value after `invalid type:` / `invalid value:` and the name after

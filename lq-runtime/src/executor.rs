@@ -490,12 +490,20 @@ async fn release(
     Released::Yes
 }
 
-/// Whether `e` is the server refusing a statement, which then changed nothing:
-/// an error it sent, other than one that ends the session (class 08, a lost
-/// connection; 57P, the server shutting down), after which a commit's outcome
-/// is not known.
+/// Whether `e` means the statement changed nothing: no connection was had to
+/// send it on, or the server refused it (an error it sent, other than one that
+/// ends the session: class 08, a lost connection; 57P, the server shutting
+/// down, after which a commit's outcome is not known).
 fn refused(e: &lq_core::Error) -> bool {
-    db::sqlstate(e).is_some_and(|s| !s.starts_with("08") && !s.starts_with("57P"))
+    // No connection was had from the pool: nothing was sent.
+    let never_sent = matches!(
+        e,
+        lq_core::Error::Database {
+            source: sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed,
+            ..
+        }
+    );
+    never_sent || db::sqlstate(e).is_some_and(|s| !s.starts_with("08") && !s.starts_with("57P"))
 }
 
 #[cfg(test)]
@@ -514,6 +522,11 @@ mod tests {
             source: sqlx::Error::Io(std::io::Error::other("connection reset")),
         };
         assert!(!refused(&io), "a broken connection may have committed");
+        let no_connection = lq_core::Error::Database {
+            op: "job_release_many",
+            source: sqlx::Error::PoolTimedOut,
+        };
+        assert!(refused(&no_connection), "nothing was sent");
     }
 
     /// The size of the future `f` returns, without calling it.

@@ -90,8 +90,21 @@ async fn listen(
                 }
             }
             PAUSE_CHANNEL => {
+                // Acted on once the database confirms it: anyone may NOTIFY.
                 if let Some(w) = shared.wakers.get(n.payload()) {
-                    w.mark_paused();
+                    let queue = n.payload().to_owned();
+                    let paused = shared
+                        .with_conn("queue_is_paused", |mut conn| async move {
+                            lq_core::db::queues::queue_is_paused(&mut conn, &queue).await
+                        })
+                        .await;
+                    match paused {
+                        Ok(true) => w.mark_paused(),
+                        Ok(false) => {}
+                        Err(e) => {
+                            debug!(error = %e, "could not confirm a pause; claimed-ahead jobs start as usual")
+                        }
+                    }
                 }
             }
             CANCEL_CHANNEL => {

@@ -205,7 +205,7 @@ pub(crate) fn warn_unrunnable(registry: &Registry, served: &[String]) {
             warn!(
                 kind = d.kind,
                 queue = d.options.queue,
-                "job type has no Perform implementation in this binary: its jobs on this queue wait for a runtime that can run them, and are marked dead as unknown after unknown_kind_grace if no live runtime serving the queue can"
+                "job type has no Perform implementation in this binary: its jobs on this queue wait for a runtime that can run them, and are marked dead as unknown once no runtime serving the queue has declared the kind for unknown_kind_grace"
             );
         }
         if d.options.cron.is_some() && !serves {

@@ -34,6 +34,8 @@ struct Returned {
     began: Instant,
     span: tracing::Span,
     result: Result<Claim, Error>,
+    /// The queue's pauses heard of when the claim was sent.
+    pauses_heard: u64,
 }
 
 /// Which of the claimer's two connections a claim runs on.
@@ -104,7 +106,15 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: String, slots: Slots, wake: 
                     Stats::add(&shared.stats.overlapping_claims, 1);
                 }
                 let reserved = slots.reserve(limit).expect("claimable counts free leases");
-                in_flight.push(claim(&shared, &queue, conn, reserved, limit, &slots));
+                let pauses_heard = wake.pauses_heard();
+                in_flight.push(claim(
+                    &shared,
+                    &queue,
+                    (conn, reserved),
+                    limit,
+                    &slots,
+                    pauses_heard,
+                ));
                 continue;
             }
         }
@@ -140,6 +150,7 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: String, slots: Slots, wake: 
             mut conn,
             mut reserved,
             limit,
+            pauses_heard,
             idle_at_return,
             finished_at_send,
             began,
@@ -191,7 +202,7 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: String, slots: Slots, wake: 
         }
         if got > 0 {
             // The claim checked the pause: jobs claimed ahead may start again.
-            wake.mark_claimable();
+            wake.mark_claimable(pauses_heard);
         }
         for job in jobs {
             let slot = slots
@@ -235,14 +246,15 @@ fn give_back(main: &mut Option<Conn>, second: &mut Option<Conn>, conn: Conn) {
     }
 }
 
-/// One claim of at most `limit` jobs on `conn`, their leases in `reserved`.
+/// One claim of at most `limit` jobs on `conn`, their leases in `reserved`;
+/// `pauses_heard` is the queue's count of pauses heard of as it is sent.
 fn claim(
     shared: &Arc<Shared>,
     queue: &str,
-    mut conn: Conn,
-    reserved: Reservation,
+    (mut conn, reserved): (Conn, Reservation),
     limit: usize,
     slots: &Slots,
+    pauses_heard: u64,
 ) -> impl std::future::Future<Output = Returned> {
     let (shared, queue) = (shared.clone(), queue.to_owned());
     let handlers: Arc<Semaphore> = slots.handlers();
@@ -262,6 +274,7 @@ fn claim(
             began,
             span,
             result,
+            pauses_heard,
         }
     }
 }

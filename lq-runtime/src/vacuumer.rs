@@ -38,6 +38,9 @@ const CHECK_EVERY: Duration = Duration::from_secs(1);
 /// sustained`, measured when finished jobs still stayed in `lq.jobs`).
 const MIN_DEAD: i64 = 20_000;
 const DEAD_FRACTION: f64 = 0.02;
+/// An open transaction older than this may hold a snapshot that keeps dead
+/// rows from every vacuum (a `pg_dump`, a long report).
+const PINNED_AFTER: Duration = Duration::from_secs(60);
 /// How often shutdown sends its cancel again until the vacuum returns.
 const CANCEL_AGAIN: Duration = Duration::from_millis(100);
 
@@ -76,11 +79,15 @@ impl Tended {
         self.unremovable = self.unremovable.min(t.dead);
     }
 
-    /// A vacuum ran; `after` is the table's statistics right after it. Dead
-    /// rows it left within the bound (rows that died while it ran, in a busy
-    /// queue) change nothing; more than the bound, an old snapshot holds them.
-    fn vacuumed(&mut self, after: Option<&JobTableStats>) {
-        self.unremovable = after.filter(|t| t.dead > bound(t)).map_or(0, |t| t.dead);
+    /// A vacuum ran; `after` is the table's statistics right after it, and
+    /// `pinned` whether a transaction older than [`PINNED_AFTER`] was open as
+    /// it began. Only then are the dead rows it left beyond the bound taken
+    /// for rows no vacuum can remove yet: otherwise they died while it ran (a
+    /// busy queue), or it was skipped (another session held the table).
+    fn vacuumed(&mut self, after: Option<&JobTableStats>, pinned: bool) {
+        self.unremovable = after
+            .filter(|t| pinned && t.dead > bound(t))
+            .map_or(0, |t| t.dead);
         self.failures = 0;
         self.retry_at = None;
     }
@@ -193,6 +200,15 @@ async fn tend(shared: &Shared, table: JobTable, tended: &mut Tended) {
     if shared.stopping.is_cancelled() {
         return;
     }
+    // Whether an old transaction may pin dead rows through this vacuum (among
+    // the sessions this role may see).
+    let pinned = need.vacuum
+        && shared
+            .with_conn("oldest_transaction_age", |mut conn| async move {
+                db::maintenance::oldest_transaction_age(&mut conn).await
+            })
+            .await
+            .is_ok_and(|secs| secs >= PINNED_AFTER.as_secs_f64());
     let bound = shared.config.db_timeout * 6;
     let mut stopped = false;
     let r: Result<(), lq_core::Error> = async {
@@ -246,7 +262,7 @@ async fn tend(shared: &Shared, table: JobTable, tended: &mut Tended) {
                 "vacuumed/analyzed"
             );
             if need.vacuum {
-                tended.vacuumed(after.as_ref());
+                tended.vacuumed(after.as_ref(), pinned);
             }
         }
         Err(e) if stopped => {
@@ -333,7 +349,7 @@ mod tests {
     fn dead_rows_a_vacuum_could_not_remove_do_not_count_toward_the_bound() {
         let mut tended = Tended::default();
         // An old snapshot held 50,000 dead rows through the vacuum.
-        tended.vacuumed(Some(&table(500_000, 50_000)));
+        tended.vacuumed(Some(&table(500_000, 50_000)), true);
         assert!(!decide(&table(500_000, 50_000), tended.unremovable).vacuum);
         assert!(!decide(&table(500_000, 60_000), tended.unremovable).vacuum);
         assert!(decide(&table(500_000, 70_001), tended.unremovable).vacuum);
@@ -342,7 +358,11 @@ mod tests {
         assert!(decide(&table(500_000, 20_101), tended.unremovable).vacuum);
         // A vacuum that left fewer than the bound (rows that died while it ran)
         // leaves the bound as it is.
-        tended.vacuumed(Some(&table(500_000, 15_000)));
+        tended.vacuumed(Some(&table(500_000, 15_000)), true);
+        assert_eq!(tended.unremovable, 0);
+        // Without an old transaction open, what a vacuum left died while it
+        // ran, or it was skipped: nothing is taken for unremovable.
+        tended.vacuumed(Some(&table(500_000, 50_000)), false);
         assert_eq!(tended.unremovable, 0);
     }
 
@@ -358,7 +378,7 @@ mod tests {
         let secs: Vec<u64> = waits.iter().map(Duration::as_secs).collect();
         assert_eq!(secs, [10, 20, 40, 80, 160, 300, 300]);
         assert!(tended.waiting(now + Duration::from_secs(299)));
-        tended.vacuumed(None);
+        tended.vacuumed(None, false);
         assert!(!tended.waiting(now));
     }
 

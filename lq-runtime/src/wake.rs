@@ -1,7 +1,7 @@
 //! A queue's wake-up: how a NOTIFY, the idle poller or a retry's timer tells the
 //! queue's claimer, waiting for work, to claim again.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use tokio::sync::{watch, Notify};
 
@@ -13,6 +13,9 @@ pub(crate) struct QueueWake {
     /// Whether a pause of the queue was heard of since its last claim that
     /// found jobs: jobs claimed ahead then go back instead of starting.
     paused: watch::Sender<bool>,
+    /// Pauses heard of: a claim sent before the latest one cannot say the
+    /// queue is claimable (its snapshot may predate the pause).
+    pauses: AtomicU64,
 }
 
 impl Default for QueueWake {
@@ -21,21 +24,37 @@ impl Default for QueueWake {
             notify: Notify::new(),
             waiting: AtomicBool::new(false),
             paused: watch::Sender::new(false),
+            pauses: AtomicU64::new(0),
         }
     }
 }
 
 impl QueueWake {
-    /// A pause of the queue was heard of (`lq_pause`).
+    /// A pause of the queue was heard of (`lq_pause`) and confirmed.
     pub fn mark_paused(&self) {
-        self.paused.send_replace(true);
+        self.paused.send_modify(|p| {
+            self.pauses.fetch_add(1, Ordering::AcqRel);
+            *p = true;
+        });
     }
 
-    /// A claim found jobs: the queue is not paused (the claim checks).
-    pub fn mark_claimable(&self) {
-        if *self.paused.borrow() {
-            self.paused.send_replace(false);
-        }
+    /// Pauses heard of so far: read as a claim is sent, for [`Self::mark_claimable`].
+    pub fn pauses_heard(&self) -> u64 {
+        self.pauses.load(Ordering::Acquire)
+    }
+
+    /// A claim sent when `pauses_heard` read `sent_after` found jobs: the
+    /// queue was not paused when it claimed, unless a pause was heard of since
+    /// it was sent (its snapshot may predate that pause).
+    pub fn mark_claimable(&self, sent_after: u64) {
+        self.paused.send_if_modified(|p| {
+            // Under the channel's lock, as `mark_paused`: none is lost.
+            let clear = *p && self.pauses.load(Ordering::Acquire) == sent_after;
+            if clear {
+                *p = false;
+            }
+            clear
+        });
     }
 
     /// Whether a pause was heard of since the last claim that found jobs.
@@ -103,11 +122,15 @@ mod tests {
         let paused = w.paused();
         tokio::pin!(paused);
         assert!(futures_util::poll!(paused.as_mut()).is_pending());
+        let sent_before = w.pauses_heard();
         w.mark_paused();
         paused.await;
         assert!(w.is_paused());
         w.paused().await; // at once: still paused
-        w.mark_claimable();
+                          // A claim sent before the pause says nothing of it.
+        w.mark_claimable(sent_before);
+        assert!(w.is_paused());
+        w.mark_claimable(w.pauses_heard());
         assert!(!w.is_paused());
     }
 

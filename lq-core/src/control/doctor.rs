@@ -100,8 +100,9 @@ pub async fn doctor(pool: &PgPool) -> Result<Vec<Check>, Error> {
         detail: if vacuum_ok {
             "on for lq.jobs".to_owned()
         } else if !f.autovacuum {
-            "off on the server (autovacuum or track_counts is off): the leader vacuums lq.jobs, \
-             but turn both on as the safety net"
+            "off on the server (autovacuum or track_counts is off): with track_counts off no \
+             dead row is counted, so neither autovacuum nor the leader vacuums lq.jobs; \
+             turn both on"
                 .to_owned()
         } else {
             "off for lq.jobs: the leader vacuums it, but turn autovacuum on as the safety net"

@@ -25,6 +25,17 @@ pub async fn queue_pause(conn: &mut PgConnection, queue: &str, by: &str) -> Resu
     .map_err(err("queue_pause"))
 }
 
+/// Whether `queue` is paused now.
+pub async fn queue_is_paused(conn: &mut PgConnection, queue: &str) -> Result<bool, Error> {
+    sqlx::query_scalar(
+        "select exists (select from lq.queues where name = $1 and paused_at is not null)",
+    )
+    .bind(queue)
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(err("queue_is_paused"))
+}
+
 /// Resumes `queue`; true if it was paused. Wakes its claimers by NOTIFY.
 pub async fn queue_resume(conn: &mut PgConnection, queue: &str) -> Result<bool, Error> {
     sqlx::query_scalar(
