@@ -1082,8 +1082,11 @@ async fn a_flood_of_forged_cancel_notifications_is_confirmed_in_a_few_statements
         "{} statements confirmed {FORGED} forged notifications and a real one",
         stats.cancel_checks
     );
+    // The forged ones, and the real one's own hint when the heartbeat (which
+    // reads the same flag) signalled it first and the job had ended by the
+    // hint's check.
     assert!(
-        (1..=FORGED).contains(&stats.cancel_hints_ignored),
+        (1..=FORGED + 1).contains(&stats.cancel_hints_ignored),
         "{stats:?}"
     );
     assert_eq!(*state.signalled.lock().unwrap(), HashSet::from([real]));
