@@ -218,6 +218,7 @@ impl RuntimeBuilder {
         check_schema(&mut app_conn, timeout).await?;
         preflight::check_privileges(&mut app_conn, timeout).await?;
         preflight::warn_unrunnable(&registry, &served);
+        preflight::warn_short_leases(&registry, &served, self.config.db_timeout);
 
         let (completions, completed_rx) = mpsc::channel(self.config.max_complete_batch.max(1) * 4);
         let wakers: HashMap<String, Arc<QueueWake>> = self

@@ -217,3 +217,25 @@ pub(crate) fn warn_unrunnable(registry: &Registry, served: &[String]) {
         }
     }
 }
+
+/// Warns about kinds served here whose lease is shorter than three
+/// `db_timeout`s: a heartbeat held up by the database (it may take that long)
+/// could let such a lease expire while the handler still runs, and the rescuer
+/// would give the job to another worker, where it runs a second time.
+pub(crate) fn warn_short_leases(
+    registry: &Registry,
+    served: &[String],
+    db_timeout: std::time::Duration,
+) {
+    for d in registry.iter() {
+        let serves = served.iter().any(|q| q == d.options.queue);
+        if serves && (d.handler)().is_some() && d.options.lease < db_timeout * 3 {
+            warn!(
+                kind = d.kind,
+                lease = ?d.options.lease,
+                ?db_timeout,
+                "the job type's lease is shorter than three db_timeouts: a heartbeat held up by the database can let it expire while the handler runs, and another worker may run the job again; give it a longer lease or lower db_timeout"
+            );
+        }
+    }
+}

@@ -144,3 +144,41 @@ async fn start_warns_about_a_served_kind_without_a_handler_and_an_unserved_cron_
     .await;
     rt.shutdown().await.unwrap();
 }
+
+/// A lease short for the database bound: 2 s.
+#[derive(Serialize, Deserialize, Job)]
+#[job(kind = "visible.short_lease", queue = "visible_lease", lease = "2s")]
+struct ShortLease;
+
+impl Perform for ShortLease {
+    async fn perform(&self, _ctx: &JobContext) -> Result<(), JobError> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn start_warns_about_a_served_kind_whose_lease_a_slow_heartbeat_could_outlast() {
+    lq_tests::init_tracing();
+    let db = TestDb::new().await;
+    let start = |db_timeout| {
+        Runtime::builder(db.pool.clone())
+            .config(RuntimeConfig {
+                db_timeout,
+                ..quick()
+            })
+            .queue("visible_lease", 1)
+            .start()
+    };
+    let short_lease = |e: &LogEvent| {
+        e.level == Level::WARN
+            && e.field("kind") == Some("visible.short_lease")
+            && e.message.contains("lease is shorter")
+    };
+    // Logged by start() itself, before it returned.
+    let rt = start(Duration::from_millis(500)).await.unwrap();
+    assert!(logged(short_lease).is_empty(), "2 s is over 3 × 500 ms");
+    rt.shutdown().await.unwrap();
+    let rt = start(Duration::from_secs(10)).await.unwrap();
+    assert_eq!(logged(short_lease).len(), 1);
+    rt.shutdown().await.unwrap();
+}
