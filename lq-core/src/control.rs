@@ -304,9 +304,9 @@ pub async fn prune_as_of(
     let mut total = 0;
     loop {
         let n = pinned(pool, "job_prune", |conn| {
-            Box::pin(
-                async move { db::control::job_prune_as_of(conn, finished, dead, at, BATCH).await },
-            )
+            Box::pin(async move {
+                db::maintenance::job_prune(conn, finished, dead, Some(at), BATCH).await
+            })
         })
         .await
         .map_err(|e| match total {

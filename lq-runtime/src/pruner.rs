@@ -27,7 +27,7 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                 let limit = batch.size();
                 let r = shared
                     .with_conn("job_prune", |mut conn| async move {
-                        db::maintenance::job_prune(&mut conn, keep_finished, keep_dead, limit).await
+                        db::maintenance::job_prune(&mut conn, keep_finished, keep_dead, None, limit).await
                     })
                     .await;
                 match r {

@@ -56,26 +56,18 @@ async fn alter_database(conn: &mut PgConnection, setting: &str) {
     sqlx::raw_sql(&sql).execute(&mut *conn).await.unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn successes_written_during_a_failover_land_once_the_server_takes_writes_again() {
-    lq_tests::init_tracing();
-    let db = TestDb::new().await;
-    // Opened while the server takes writes, so it keeps taking them.
-    let mut admin = PgConnection::connect(&db.url).await.unwrap();
-    const APP: &str = "lq-test-failover";
+/// A runtime on a pool of its own whose sessions are named `app`, serving
+/// `failover` with `gate`, returned once three jobs run.
+async fn start_named(db: &TestDb, app: &str, gate: &Arc<Gate>) -> Runtime {
     let opts = db
         .pool
         .connect_options()
         .as_ref()
         .clone()
-        .application_name(APP);
+        .application_name(app);
     let pool = sqlx::postgres::PgPoolOptions::new()
         .max_connections(4)
         .connect_lazy_with(opts);
-    Held::enqueue_many(&db.pool, (0..3).map(|n| Held { n }), EnqueueOptions::new())
-        .await
-        .unwrap();
-    let gate = Arc::new(Gate(Semaphore::new(0)));
     let rt = Runtime::builder(pool)
         .config(quick())
         .queue("failover", 4)
@@ -89,17 +81,37 @@ async fn successes_written_during_a_failover_land_once_the_server_takes_writes_a
         LIMIT,
     )
     .await;
+    rt
+}
 
-    // The failover: new sessions are read-only, and the runtime's are cut.
-    alter_database(&mut admin, "set default_transaction_read_only = on").await;
+/// The failover, run on `admin`: new sessions are read-only, and those named
+/// `app` are cut.
+async fn fail_over(admin: &mut PgConnection, app: &str) {
+    alter_database(admin, "set default_transaction_read_only = on").await;
     sqlx::query(
         "select pg_terminate_backend(pid) from pg_stat_activity
          where datname = current_database() and application_name = $1",
     )
-    .bind(APP)
-    .execute(&mut admin)
+    .bind(app)
+    .execute(&mut *admin)
     .await
     .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn successes_written_during_a_failover_land_once_the_server_takes_writes_again() {
+    lq_tests::init_tracing();
+    let db = TestDb::new().await;
+    // Opened while the server takes writes, so it keeps taking them.
+    let mut admin = PgConnection::connect(&db.url).await.unwrap();
+    Held::enqueue_many(&db.pool, (0..3).map(|n| Held { n }), EnqueueOptions::new())
+        .await
+        .unwrap();
+    let gate = Arc::new(Gate(Semaphore::new(0)));
+    let rt = start_named(&db, "lq-test-failover", &gate).await;
+
+    // The failover: new sessions are read-only, and the runtime's are cut.
+    fail_over(&mut admin, "lq-test-failover").await;
     gate.0.add_permits(3);
     wait_logged(1, LIMIT, |e| {
         e.level == Level::WARN
@@ -190,16 +202,6 @@ async fn pooled_connections_opened_read_only_during_a_failover_are_not_reused_af
     lq_tests::init_tracing();
     let db = TestDb::new().await;
     let mut admin = PgConnection::connect(&db.url).await.unwrap();
-    const APP: &str = "lq-test-failover-pool";
-    let opts = db
-        .pool
-        .connect_options()
-        .as_ref()
-        .clone()
-        .application_name(APP);
-    let pool = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(4)
-        .connect_lazy_with(opts);
     FailsHeld::enqueue_many(
         &db.pool,
         (0..3).map(|n| FailsHeld { n }),
@@ -208,28 +210,8 @@ async fn pooled_connections_opened_read_only_during_a_failover_are_not_reused_af
     .await
     .unwrap();
     let gate = Arc::new(Gate(Semaphore::new(0)));
-    let rt = Runtime::builder(pool)
-        .config(quick())
-        .queue("failover", 4)
-        .state(gate.clone())
-        .start()
-        .await
-        .unwrap();
-    db.wait_for(
-        "the three jobs to run",
-        "select count(*) = 3 from lq.jobs where state = 'running'",
-        LIMIT,
-    )
-    .await;
-    alter_database(&mut admin, "set default_transaction_read_only = on").await;
-    sqlx::query(
-        "select pg_terminate_backend(pid) from pg_stat_activity
-         where datname = current_database() and application_name = $1",
-    )
-    .bind(APP)
-    .execute(&mut admin)
-    .await
-    .unwrap();
+    let rt = start_named(&db, "lq-test-failover-pool", &gate).await;
+    fail_over(&mut admin, "lq-test-failover-pool").await;
     gate.0.add_permits(3);
     wait_logged(1, LIMIT, |e| {
         e.level == Level::WARN

@@ -389,7 +389,7 @@ async fn job_state(conn: &mut PgConnection, id: i64) -> Result<Option<JobState>,
 }
 
 /// How many finished jobs are past their retention now, and the database's
-/// `now()` they were counted at (for [`job_prune_as_of`]).
+/// `now()` they were counted at (for [`super::maintenance::job_prune`]).
 pub async fn job_prune_count_now(
     conn: &mut PgConnection,
     keep_finished_secs: f64,
@@ -404,30 +404,4 @@ pub async fn job_prune_count_now(
     .fetch_one(&mut *conn)
     .await
     .map_err(err("job_prune_count"))
-}
-
-/// Deletes up to `limit` finished jobs that were past their retention at
-/// database time `at`; jobs that passed it since are left.
-pub async fn job_prune_as_of(
-    conn: &mut PgConnection,
-    keep_finished_secs: f64,
-    keep_dead_secs: f64,
-    at: DateTime<Utc>,
-    limit: i64,
-) -> Result<u64, Error> {
-    let r = sqlx::query(concat!(
-        "delete from lq.finished_jobs where id in (
-             select id from lq.finished_jobs where ",
-        past_retention!("$3::timestamptz"),
-        " limit $4
-         )"
-    ))
-    .bind(keep_finished_secs)
-    .bind(keep_dead_secs)
-    .bind(at)
-    .bind(limit)
-    .execute(&mut *conn)
-    .await
-    .map_err(err("job_prune"))?;
-    Ok(r.rows_affected())
 }

@@ -1,27 +1,33 @@
 //! Housekeeping statements: pruning history, burying unknown kinds, health.
 
+use chrono::{DateTime, Utc};
 use sqlx::PgConnection;
 
 use super::err;
 use crate::Error;
 
 /// Deletes up to `limit` finished jobs: succeeded or cancelled ones finished more
-/// than `keep_finished_secs` ago, dead ones more than `keep_dead_secs` ago.
+/// than `keep_finished_secs` before `as_of`, dead ones more than
+/// `keep_dead_secs` before it. `as_of` is the database's `now()` when `None`
+/// (the leader's prune); an operator's prune passes the time of the count it
+/// confirmed, so jobs that passed their retention since are left.
 pub async fn job_prune(
     conn: &mut PgConnection,
     keep_finished_secs: f64,
     keep_dead_secs: f64,
+    as_of: Option<DateTime<Utc>>,
     limit: i64,
 ) -> Result<u64, Error> {
     let r = sqlx::query(concat!(
         "delete from lq.finished_jobs where id in (
              select id from lq.finished_jobs where ",
-        past_retention!("now()"),
-        " limit $3
+        past_retention!("coalesce($3::timestamptz, now())"),
+        " limit $4
          )"
     ))
     .bind(keep_finished_secs)
     .bind(keep_dead_secs)
+    .bind(as_of)
     .bind(limit)
     .execute(&mut *conn)
     .await
