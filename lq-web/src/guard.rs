@@ -17,7 +17,7 @@ use crate::{
     context::Ctx,
     error::PageError,
     params::Pairs,
-    secret, Shared,
+    secret, Shared, WebConfig,
 };
 
 /// The CSRF cookie: a random token, echoed by every form as the `csrf` field.
@@ -46,6 +46,7 @@ pub(crate) async fn guard(State(sh): State<Arc<Shared>>, req: Request, next: Nex
         Some(t) if secret::is_token(t) => (t.to_owned(), false),
         _ => (secret::new_token(), true),
     };
+    let https = over_https(&parts, &sh.config);
     let granted = sh.config.authorize.access(&parts);
     let ctx = Ctx {
         base,
@@ -95,7 +96,7 @@ pub(crate) async fn guard(State(sh): State<Arc<Shared>>, req: Request, next: Nex
             }
         }
     };
-    finish(response, &ctx, fresh)
+    finish(response, &ctx, fresh, https)
 }
 
 /// The answer to a request granted no access.
@@ -203,8 +204,9 @@ pub(crate) fn same_origin(parts: &Parts, public: &[String]) -> Result<(), PageEr
 }
 
 /// Sets the headers every response carries, and the CSRF cookie when the
-/// request had none.
-fn finish(mut response: Response, ctx: &Ctx, fresh_csrf: bool) -> Response {
+/// request had none: `Secure` when the browser came over https, so a page
+/// served over plain http on the same host cannot overwrite it.
+fn finish(mut response: Response, ctx: &Ctx, fresh_csrf: bool, https: bool) -> Response {
     let h = response.headers_mut();
     h.insert(
         header::CONTENT_SECURITY_POLICY,
@@ -223,7 +225,10 @@ fn finish(mut response: Response, ctx: &Ctx, fresh_csrf: bool) -> Response {
         h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     }
     if fresh_csrf {
-        let cookie = secret::set_cookie(CSRF_COOKIE, &ctx.csrf, &ctx.base, None);
+        let mut cookie = secret::set_cookie(CSRF_COOKIE, &ctx.csrf, &ctx.base, None);
+        if https {
+            cookie.push_str("; Secure");
+        }
         if let Ok(v) = HeaderValue::from_str(&cookie) {
             h.append(header::SET_COOKIE, v);
         }
@@ -250,4 +255,22 @@ pub(crate) async fn not_found(ctx: Ctx) -> Response {
         ctx.path
     )))
     .into_response()
+}
+
+/// Whether the browser reached the dashboard over https: the request's
+/// scheme (HTTP/2), its `Origin` (which browsers send with a form's POST), a
+/// proxy's `X-Forwarded-Proto`, or an https [`WebConfig::public_origin`].
+pub(crate) fn over_https(parts: &Parts, config: &WebConfig) -> bool {
+    let header = |name: header::HeaderName| {
+        parts
+            .headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(|v| v.trim().to_ascii_lowercase())
+    };
+    let forwarded = header(header::HeaderName::from_static("x-forwarded-proto"));
+    parts.uri.scheme_str() == Some("https")
+        || header(header::ORIGIN).is_some_and(|o| o.starts_with("https://"))
+        || forwarded.is_some_and(|p| p.split(',').next().map(str::trim) == Some("https"))
+        || config.https_public()
 }

@@ -85,7 +85,8 @@
 //! [`WebConfig::public_origin`] (behind a proxy that rewrites `Host`: see
 //! [`WebConfig::base_path`]) and a `Sec-Fetch-Site` (when sent) of `same-origin`, and a
 //! CSRF token in the form matching the `lq_csrf` cookie (double submit; the
-//! cookie is `HttpOnly; SameSite=Strict`). Each action and each refused POST is
+//! cookie is `HttpOnly; SameSite=Strict`, and `Secure` when the browser came
+//! over https, so a plain-http page on the same host cannot replace it). Each action and each refused POST is
 //! logged at info level to the `tracing` target `lq_web::audit`, with the user
 //! (from [`Authorize::identity`]), the jobs or queue, and the outcome.
 //!

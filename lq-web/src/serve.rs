@@ -435,7 +435,7 @@ fn login_body(ctx: &Ctx, error: Option<&str>) -> maud::Markup {
 /// overview; a wrong token gets the form again with 401. Each try is
 /// audit-logged with the client's address (and `X-Forwarded-For`, as sent).
 /// The cookie is `Secure` when the request came over https (see
-/// [`over_https`]).
+/// [`crate::guard::over_https`]).
 pub(crate) async fn login(
     ctx: Ctx,
     State(sh): State<Arc<Shared>>,
@@ -475,31 +475,13 @@ pub(crate) async fn login(
         &ctx.base,
         Some(LOGIN_DAYS * 86_400),
     );
-    if over_https(&parts, &sh.config) {
+    if crate::guard::over_https(&parts, &sh.config) {
         cookie.push_str("; Secure");
     }
     if let Ok(v) = HeaderValue::from_str(&cookie) {
         r.headers_mut().append(header::SET_COOKIE, v);
     }
     r
-}
-
-/// Whether the browser reached the dashboard over https: the request's
-/// scheme (HTTP/2), its `Origin` (which browsers send with a form's POST), a
-/// proxy's `X-Forwarded-Proto`, or an https [`WebConfig::public_origin`].
-fn over_https(parts: &Parts, config: &WebConfig) -> bool {
-    let header = |name: header::HeaderName| {
-        parts
-            .headers
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .map(|v| v.trim().to_ascii_lowercase())
-    };
-    let forwarded = header(header::HeaderName::from_static("x-forwarded-proto"));
-    parts.uri.scheme_str() == Some("https")
-        || header(header::ORIGIN).is_some_and(|o| o.starts_with("https://"))
-        || forwarded.is_some_and(|p| p.split(',').next().map(str::trim) == Some("https"))
-        || config.https_public()
 }
 
 #[cfg(test)]

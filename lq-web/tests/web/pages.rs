@@ -333,6 +333,23 @@ async fn every_page_carries_the_security_headers_and_a_csrf_token_its_forms_echo
             && cookie.contains("SameSite=Strict")
             && cookie.contains("Path=/")
     );
+    // Over plain http it cannot be Secure (the browser would drop it); over
+    // https it is, so a plain-http page on the same host cannot replace it.
+    assert!(!cookie.contains("Secure"), "{cookie}");
+    let over_https = send(
+        &app,
+        request("GET", "/jobs")
+            .header("x-forwarded-proto", "https")
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    let secure = over_https
+        .cookies()
+        .into_iter()
+        .find(|c| c.starts_with("lq_csrf="))
+        .expect("a CSRF cookie over https");
+    assert!(secure.ends_with("; Secure"), "{secure}");
     let token = &cookie["lq_csrf=".len()..cookie.find(';').unwrap()];
     page.has(&format!(r#"name="csrf" value="{token}""#));
     // A request that has the cookie keeps it.
