@@ -122,7 +122,7 @@ pub(crate) async fn run(shared: Arc<Shared>, queues: Vec<(String, usize)>) {
     let every = lease / 5;
     let mut conn: Option<PgConnection> = None;
     let mut leading = false;
-    let mut row = Row::default();
+    let mut row = Row::new();
     loop {
         let started = Instant::now();
         match beat(&shared, &presence, &mut conn, &mut row).await {
@@ -168,14 +168,29 @@ pub(crate) async fn run(shared: Arc<Shared>, queues: Vec<(String, usize)>) {
     }
 }
 
-/// Which row of `lq.runtimes` is this runtime's: the `started_at` its last
-/// beat returned. Two runtimes configured with one `owner` share an id; only the
-/// one whose row it is writes it, leads, and marks it left.
-#[derive(Default)]
+/// Which row of `lq.runtimes` is this runtime's: the one carrying its own
+/// `started_at`, minted when it starts. Two runtimes configured with one
+/// `owner` share an id; only the one whose row it is writes it, leads, and
+/// marks it left. A mark of its own, not one the first write returns: a first
+/// beat that committed but whose reply was lost is retried with the same mark
+/// and finds its own row (with the server's mark it found a row it did not
+/// know, and stood aside until that row expired).
 struct Row {
-    started_at: Option<DateTime<Utc>>,
-    /// The last beat found the id held by a live runtime of another process.
+    started_at: DateTime<Utc>,
+    /// The last beat found the id held by a live runtime with another mark.
     refused: bool,
+}
+
+impl Row {
+    fn new() -> Row {
+        use lq_core::chrono::SubsecRound;
+        Row {
+            // Microseconds, as PostgreSQL keeps them, so the mark compares
+            // equal to what the row holds.
+            started_at: Utc::now().trunc_subsecs(6),
+            refused: false,
+        }
+    }
 }
 
 enum Beat {
@@ -213,35 +228,26 @@ async fn beat(
     )
     .await?;
     let owner = &shared.config.owner;
-    let leads = match written {
-        Some(started_at) => {
-            if row.refused {
-                info!(%owner, "this runtime's row in lq.runtimes is its own again");
-            }
-            *row = Row {
-                started_at: Some(started_at),
-                refused: false,
-            };
-            db::timed(
-                "cluster_beat",
-                t,
-                db::cluster::leader_acquire(c, owner, lease, started_at),
-            )
-            .await?
+    let leads = if written {
+        if row.refused {
+            info!(%owner, "this runtime's row in lq.runtimes is its own again");
         }
-        None => {
-            if !row.refused {
-                warn!(
-                    %owner,
-                    "another live runtime has this owner name: this one neither reports itself in lq.runtimes nor leads until that one stops; give each runtime its own owner"
-                );
-            }
-            *row = Row {
-                started_at: None,
-                refused: true,
-            };
-            None
+        row.refused = false;
+        db::timed(
+            "cluster_beat",
+            t,
+            db::cluster::leader_acquire(c, owner, lease, row.started_at),
+        )
+        .await?
+    } else {
+        if !row.refused {
+            warn!(
+                %owner,
+                "another live runtime has this owner name: this one neither reports itself in lq.runtimes nor leads until that one stops; give each runtime its own owner"
+            );
         }
+        row.refused = true;
+        None
     };
     if leads.is_some() {
         // Rows of runtimes gone are kept for the unknown-kind grace: until then
@@ -281,9 +287,10 @@ async fn beat(
 }
 
 async fn leave(shared: &Shared, conn: &mut Option<PgConnection>, row: &Row) -> Result<(), Error> {
-    let Some(started_at) = row.started_at else {
+    if row.refused {
         return Ok(()); // no row of its own, nor a lease
-    };
+    }
+    let started_at = row.started_at;
     db::timed(
         "cluster_leave",
         shared.config.db_timeout.min(Duration::from_secs(2)),

@@ -275,6 +275,48 @@ async fn a_kind_is_unknown_only_when_no_live_runtime_serving_its_queue_declares_
     old.shutdown().await.unwrap();
 }
 
+/// A beat that committed but whose reply was lost is retried with the
+/// runtime's own mark and finds its own row; a runtime with another mark (a
+/// second one given the same `owner`) is refused while the row lives. With a
+/// mark taken from the first write's reply, the retry had none to give, took
+/// the row for another runtime's and stood aside until it expired.
+#[tokio::test]
+async fn a_beat_retried_after_its_reply_was_lost_finds_its_own_row() {
+    use chrono::SubsecRound;
+    use lq_core::db::cluster::{runtime_beat, RuntimeRecord};
+    let db = TestDb::new().await;
+    let mut conn = db.pool.acquire().await.unwrap();
+    let queues = serde_json::json!({ "default": 1 });
+    let kinds = vec!["test.kind".to_owned()];
+    let record = RuntimeRecord {
+        id: "lost-reply",
+        host: "here",
+        pid: 1,
+        version: "0",
+        queues: &queues,
+        kinds: &kinds,
+        ttl_secs: 60.0,
+    };
+    let mark = chrono::Utc::now().trunc_subsecs(6);
+    // The first beat commits; its answer is dropped, as a lost reply would be.
+    let _ = runtime_beat(&mut conn, &record, mark).await;
+    assert!(
+        runtime_beat(&mut conn, &record, mark).await.unwrap(),
+        "the retry finds its own row"
+    );
+    let twin = mark + chrono::Duration::milliseconds(1);
+    assert!(
+        !runtime_beat(&mut conn, &record, twin).await.unwrap(),
+        "another mark is refused while the row lives"
+    );
+    let held: chrono::DateTime<chrono::Utc> =
+        sqlx::query_scalar("select started_at from lq.runtimes where id = 'lost-reply'")
+            .fetch_one(&mut *conn)
+            .await
+            .unwrap();
+    assert_eq!(held, mark, "the row keeps the first runtime's mark");
+}
+
 /// Two runtimes configured with one `owner`: the second neither overwrites the
 /// first's row nor leads beside it; when the first stops, it takes the row over
 /// and leads.

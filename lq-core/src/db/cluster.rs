@@ -21,25 +21,26 @@ pub struct RuntimeRecord<'a> {
 }
 
 /// Writes or refreshes this runtime's row, if it is this runtime's: the row
-/// `started_at` names (the value the last beat returned), or a row whose
-/// runtime stopped beating, taken over with a new `started_at`. Returns the
-/// row's `started_at`, or `None` when a live runtime of another process holds
-/// the id (two runtimes configured with one `owner`).
+/// `started_at` names, or a row whose runtime stopped beating, taken over.
+/// `started_at` is the runtime's own mark, minted once when it starts (not
+/// the server's clock at the first write): a beat whose commit's reply was
+/// lost is retried with the same mark and finds its own row, instead of
+/// taking it for another runtime's. Returns false when a live runtime with
+/// another mark holds the id (two runtimes configured with one `owner`).
 pub async fn runtime_beat(
     conn: &mut PgConnection,
     r: &RuntimeRecord<'_>,
-    started_at: Option<DateTime<Utc>>,
-) -> Result<Option<DateTime<Utc>>, Error> {
-    sqlx::query_scalar(
-        "insert into lq.runtimes (id, host, pid, version, queues, kinds, expires_at)
-         values ($1, $2, $3, $4, $5, $6, now() + make_interval(secs => $7))
+    started_at: DateTime<Utc>,
+) -> Result<bool, Error> {
+    sqlx::query_scalar::<_, bool>(
+        "insert into lq.runtimes (id, host, pid, version, queues, kinds, started_at, expires_at)
+         values ($1, $2, $3, $4, $5, $6, $8, now() + make_interval(secs => $7))
          on conflict (id) do update set heartbeat_at = now(), expires_at = excluded.expires_at,
              queues = excluded.queues, kinds = excluded.kinds,
              host = excluded.host, pid = excluded.pid, version = excluded.version,
-             started_at = case when lq.runtimes.started_at = $8 then lq.runtimes.started_at
-                               else now() end
-         where lq.runtimes.started_at = $8 or lq.runtimes.expires_at < now()
-         returning started_at",
+             started_at = excluded.started_at
+         where lq.runtimes.started_at = excluded.started_at or lq.runtimes.expires_at < now()
+         returning true",
     )
     .bind(r.id)
     .bind(r.host)
@@ -51,6 +52,7 @@ pub async fn runtime_beat(
     .bind(started_at)
     .fetch_optional(&mut *conn)
     .await
+    .map(|written| written.is_some())
     .map_err(err("runtime_beat"))
 }
 
