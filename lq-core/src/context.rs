@@ -10,9 +10,12 @@ use crate::{app_state::AppState, cron::CronTick};
 
 /// The attempt being performed: ids, counters, shared state and a cancellation signal.
 ///
-/// The signal fires when the job is cancelled by a user, when the runtime loses the
-/// job's lease, when the attempt's timeout passes, and at the end of a graceful
-/// shutdown's grace period. Long handlers should watch it with [`JobContext::cancelled`].
+/// The signal fires when the job is cancelled by a user and when the runtime loses
+/// the job's lease: long handlers should watch it with [`JobContext::cancelled`]
+/// and return early. When the attempt's timeout passes, or a graceful shutdown's
+/// grace period ends, the runtime drops the handler's future instead (it stops at
+/// its next `.await`) and then fires the signal, for tasks the handler spawned
+/// with a clone of the context.
 #[derive(Clone)]
 pub struct JobContext {
     inner: Arc<Inner>,
@@ -137,7 +140,8 @@ impl JobContext {
         self.inner.job.lease_token
     }
 
-    /// True once the attempt should stop (cancelled, lease lost, timed out or shutting down).
+    /// True once the attempt should stop: cancelled or its lease lost (and, for
+    /// tasks the handler spawned, timed out or past the shutdown's grace).
     pub fn is_cancelled(&self) -> bool {
         self.inner.cancel.is_cancelled()
     }

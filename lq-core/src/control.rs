@@ -62,7 +62,15 @@ where
     .await
 }
 
-/// One job by id.
+/// One job by id, live or finished, with each failed attempt's error;
+/// [`Error::NotFound`] when there is none (never enqueued, or pruned).
+///
+/// ```no_run
+/// # async fn f(pool: sqlx::PgPool) -> Result<(), lq_core::Error> {
+/// let job = lq_core::control::get(&pool, 42).await?;
+/// println!("{} is {:?} after {} attempts", job.kind, job.state, job.attempts);
+/// # Ok(()) }
+/// ```
 pub async fn get(pool: &PgPool, id: i64) -> Result<JobRow, Error> {
     pinned(pool, "job_get", |conn| {
         Box::pin(async move {
@@ -195,6 +203,16 @@ pub struct JobCount {
 /// returns; one claimed ahead that still waits for a handler ends `cancelled`
 /// without its handler running. Returns the state the job was in; fails with
 /// [`Error::WrongState`] for a job already finished.
+///
+/// ```no_run
+/// # async fn f(pool: sqlx::PgPool) -> Result<(), lq_core::Error> {
+/// match lq_core::control::cancel(&pool, 42).await {
+///     Ok(was) => println!("cancelled; it was {was:?}"),
+///     Err(lq_core::Error::WrongState { state, .. }) => println!("already {state:?}"),
+///     Err(e) => return Err(e),
+/// }
+/// # Ok(()) }
+/// ```
 pub async fn cancel(pool: &PgPool, id: i64) -> Result<JobState, Error> {
     let before = pinned(pool, "job_cancel", |conn| {
         Box::pin(async move { db::control::job_cancel(conn, id).await })
@@ -276,6 +294,15 @@ async fn unique_key_holder(pool: &PgPool, id: i64) -> Result<Error, Error> {
 /// deleted. A retention over 1,000 years is [`Error::InvalidFilter`]. Each
 /// batch commits on its own, so a failure after the first is
 /// [`Error::PruneStopped`], with the count already deleted.
+///
+/// ```no_run
+/// # async fn f(pool: sqlx::PgPool) -> Result<(), lq_core::Error> {
+/// use std::time::Duration;
+/// let day = Duration::from_secs(86_400);
+/// let deleted = lq_core::control::prune(&pool, day, 7 * day).await?;
+/// println!("deleted {deleted} finished jobs");
+/// # Ok(()) }
+/// ```
 pub async fn prune(
     pool: &PgPool,
     keep_finished: Duration,
@@ -394,6 +421,18 @@ fn retention_secs(keep_finished: Duration, keep_dead: Duration) -> Result<(f64, 
 
 /// Age of the oldest open transaction in the database, for health checks: a
 /// long-open snapshot stops vacuum, and a queue table then slows down steadily.
+/// Among the sessions this role may see: without `pg_read_all_stats` (which
+/// `pg_monitor` includes) PostgreSQL hides when other roles' transactions
+/// began, and the age reads low; [`doctor`] says so when it applies.
+///
+/// ```no_run
+/// # async fn f(pool: sqlx::PgPool) -> Result<(), lq_core::Error> {
+/// let age = lq_core::control::oldest_transaction_age(&pool).await?;
+/// if age > std::time::Duration::from_secs(300) {
+///     eprintln!("a transaction has been open for {age:?}: vacuum is held back");
+/// }
+/// # Ok(()) }
+/// ```
 pub async fn oldest_transaction_age(pool: &PgPool) -> Result<Duration, Error> {
     let secs = pinned(pool, "oldest_transaction_age", |conn| {
         Box::pin(async move { db::maintenance::oldest_transaction_age(conn).await })

@@ -123,7 +123,8 @@ pub struct CronTick {
 pub(crate) const META_KEY: &str = "lq";
 
 impl CronTick {
-    /// A tick, as a test builds one for [`crate::testing::TestContext::cron`].
+    /// A tick, as a test builds one for `testing::TestContext::cron` (with the
+    /// `testing` feature).
     pub fn new(tick: DateTime<Utc>, catch_up: bool, ticks_covered: u32) -> Self {
         Self {
             tick,

@@ -29,11 +29,11 @@ pub struct JobOptions {
     pub priority: i16,
     /// Claims allowed before the job is dead (default 20).
     pub max_attempts: u32,
-    /// Delay before a failed attempt is retried.
+    /// Delay before a failed attempt is retried (default [`Backoff::DEFAULT`]).
     pub backoff: Backoff,
     /// Longest one attempt may run; `None` means no limit.
     pub timeout: Option<Duration>,
-    /// Lease taken at claim and renewed by heartbeats.
+    /// Lease taken at claim and renewed by heartbeats (default [`DEFAULT_LEASE`]).
     pub lease: Duration,
     /// Recurring schedule, if the type is a cron job.
     pub cron: Option<CronSpec>,

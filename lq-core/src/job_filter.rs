@@ -20,7 +20,7 @@ pub(crate) const MAX_FILTER_AGE: Duration = Duration::from_secs(1_000 * 366 * 86
 /// let mut filter = JobFilter::new()
 ///     .state(JobState::Dead)
 ///     .queue("emails")
-///     .kind("send_welcome_email")
+///     .kind("SendWelcomeEmail")
 ///     .payload_contains(serde_json::json!({"user_id": 42}));
 /// loop {
 ///     let page = control::list(&pool, &filter, 100).await?;

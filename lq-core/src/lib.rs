@@ -1,6 +1,6 @@
 //! # lq-core
 //!
-//! The producer side of [litequeue](https://example.invalid/litequeue): the [`Job`]
+//! The producer side of litequeue: the [`Job`]
 //! trait and its derive, options and [`Backoff`], the [`JobError`] a handler returns,
 //! the link-time [`Registry`], transactional enqueue and job control.
 //!

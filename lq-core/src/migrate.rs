@@ -237,6 +237,15 @@ pub async fn ensure_newer_schema_serves_this_build(
 }
 
 /// The schema version found in the database (0 when litequeue was never migrated).
+///
+/// ```no_run
+/// # async fn f(pool: sqlx::PgPool) -> Result<(), lq_core::Error> {
+/// let found = lq_core::schema_version(&pool).await?;
+/// if found < lq_core::SCHEMA_VERSION {
+///     println!("schema {found}: run `lq migrate` (this build knows {})", lq_core::SCHEMA_VERSION);
+/// }
+/// # Ok(()) }
+/// ```
 pub async fn schema_version(pool: &PgPool) -> Result<i32, Error> {
     db::timed("schema_version", Duration::from_secs(30), async {
         let mut conn = pool.acquire().await.map_err(db::err("schema_version"))?;

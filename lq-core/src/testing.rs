@@ -40,13 +40,13 @@ pub struct EnqueuedJob<J> {
     pub id: i64,
     /// The payload, decoded into its type.
     pub job: J,
-    /// Queue.
+    /// The queue it waits on: the type's, or the one an enqueue option chose.
     pub queue: String,
-    /// Priority.
+    /// Its priority within the queue; larger runs first.
     pub priority: i16,
-    /// Earliest run.
+    /// The earliest time a runtime may claim it (a delay or `run_at` shows here).
     pub run_at: DateTime<Utc>,
-    /// Attempts allowed.
+    /// How many claims it may take before it is dead.
     pub max_attempts: u32,
     /// Unique key, if any.
     pub unique_key: Option<String>,
@@ -57,6 +57,20 @@ pub struct EnqueuedJob<J> {
 /// Every queued job of type `J` visible on `conn`, oldest first: on a
 /// transaction, its own uncommitted jobs too. Fails with [`Error::Decode`] for
 /// a payload that does not decode into `J`.
+///
+/// ```no_run
+/// use lq_core::{testing, Job};
+/// # #[derive(serde::Serialize, serde::Deserialize, Job, PartialEq, Debug)]
+/// # struct SendWelcomeEmail { user_id: i64 }
+/// # async fn sign_up(tx: &mut sqlx::PgConnection, user_id: i64) {}
+/// # async fn f(pool: sqlx::PgPool) -> Result<(), Box<dyn std::error::Error>> {
+/// let mut tx = pool.begin().await?;
+/// sign_up(&mut tx, 42).await;
+/// let queued = testing::all_enqueued::<SendWelcomeEmail, _>(&mut *tx).await?;
+/// assert_eq!(queued.len(), 1, "one welcome mail, not one per retry of the sign-up");
+/// assert_eq!(queued[0].job, SendWelcomeEmail { user_id: 42 });
+/// # Ok(()) }
+/// ```
 pub async fn all_enqueued<'c, J, A>(conn: A) -> Result<Vec<EnqueuedJob<J>>, Error>
 where
     J: Job,
@@ -160,6 +174,21 @@ where
 /// # Panics
 ///
 /// When one is missing, naming it and listing the queued jobs of the kind.
+///
+/// ```no_run
+/// use lq_core::{testing, Job};
+/// # #[derive(serde::Serialize, serde::Deserialize, Job, PartialEq, Debug)]
+/// # struct SendWelcomeEmail { user_id: i64 }
+/// # async fn sign_up(tx: &mut sqlx::PgConnection, user_id: i64) {}
+/// # async fn f(pool: sqlx::PgPool) -> Result<(), Box<dyn std::error::Error>> {
+/// let mut tx = pool.begin().await?;
+/// sign_up(&mut tx, 1).await;
+/// sign_up(&mut tx, 2).await;
+/// let mails = [SendWelcomeEmail { user_id: 1 }, SendWelcomeEmail { user_id: 2 }];
+/// let found = testing::assert_enqueued_many(&mut *tx, &mails).await;
+/// assert!(found[0].id < found[1].id, "enqueued in sign-up order");
+/// # Ok(()) }
+/// ```
 pub async fn assert_enqueued_many<'c, J, A>(conn: A, expected: &[J]) -> Vec<EnqueuedJob<J>>
 where
     J: Job + PartialEq + Debug,
@@ -225,6 +254,20 @@ pub async fn wait_for_job(
 /// # Panics
 ///
 /// When there is one (naming its id), or when the jobs cannot be read.
+///
+/// ```no_run
+/// use lq_core::{testing, Job};
+/// # #[derive(serde::Serialize, serde::Deserialize, Job, PartialEq, Debug)]
+/// # struct SendWelcomeEmail { user_id: i64 }
+/// # async fn sign_up(tx: &mut sqlx::PgConnection, user_id: i64) {}
+/// # async fn f(pool: sqlx::PgPool) -> Result<(), Box<dyn std::error::Error>> {
+/// let mut tx = pool.begin().await?;
+/// sign_up(&mut tx, 42).await;
+/// tx.rollback().await?;
+/// // The job was enqueued in the rolled-back transaction: it never existed.
+/// testing::refute_enqueued(&pool, &SendWelcomeEmail { user_id: 42 }).await;
+/// # Ok(()) }
+/// ```
 pub async fn refute_enqueued<'c, J, A>(conn: A, unexpected: &J)
 where
     J: Job + PartialEq + Debug,
@@ -270,9 +313,11 @@ impl<J: Job> EnqueuedJob<J> {
     }
 }
 
-/// Runs `job`'s handler with `ctx` as the runtime would: the job goes through
-/// its JSON form first, so a type that does not survive the round trip fails
-/// here rather than in production.
+/// Runs `job`'s handler with `ctx`: the job goes through its JSON form first,
+/// as a claimed job does, so a type that does not survive the round trip fails
+/// here rather than in production. Only the handler: no `timeout`, no panic
+/// caught, no retry decided; `lq_runtime::testing::perform` adds those and
+/// says what the runtime would record.
 ///
 /// # Panics
 ///
@@ -388,7 +433,7 @@ impl TestContext {
     }
 
     /// The token behind the context's cancellation signal: cancel it to see how
-    /// the handler reacts to a cancel, a lost lease or a shutdown.
+    /// the handler reacts to a cancel or a lost lease.
     pub fn cancellation(&self) -> CancellationToken {
         self.cancel.clone()
     }

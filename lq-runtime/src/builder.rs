@@ -183,6 +183,19 @@ impl RuntimeBuilder {
     /// setting cannot work, when the schema is not migrated, when the role lacks a
     /// privilege the runtime uses (naming each), or when the server could never
     /// give the runtime its connections. Warns about jobs no runtime would run.
+    ///
+    /// ```no_run
+    /// # async fn f(pool: sqlx::PgPool) -> lq_runtime::Result<()> {
+    /// match lq_runtime::Runtime::builder(pool).queue("default", 10).start().await {
+    ///     Ok(runtime) => runtime.shutdown_on_signal().await,
+    ///     Err(e @ lq_runtime::Error::MissingPrivileges { .. }) => {
+    ///         eprintln!("grant the runtime's role what it lacks: {e}");
+    ///         Err(e)
+    ///     }
+    ///     Err(e) => Err(e),
+    /// }
+    /// # }
+    /// ```
     pub async fn start(mut self) -> Result<Runtime, Error> {
         self.config = self.settings();
         let registry = Registry::collect()?;

@@ -3,6 +3,15 @@
 use std::time::Duration;
 
 /// Settings of a [`crate::Runtime`]; every field has a production default.
+///
+/// `start()` refuses, with [`crate::Error::InvalidSetting`] naming the field,
+/// settings that cannot work: a `poll_interval`, `claim_ahead_wait`,
+/// `db_timeout`, `rescue_interval`, `prune_interval`, `stats_interval`,
+/// `gauge_interval` or `leader_lease` under 1 ms or over a day; a
+/// `leader_lease` under 500 ms; a `max_claim_batch` or
+/// `max_complete_batch` of 0 or over 100,000; `claim_slots` outside 1–64;
+/// `keep_finished`, `keep_dead` or `unknown_kind_grace` over 1,000 years; a
+/// `pool_size` of 0; an `owner` that is empty, over 200 bytes or contains NUL.
 #[derive(Debug, Clone)]
 pub struct RuntimeConfig {
     /// How often the runtime looks for work in the queues waiting for it, when no
@@ -78,10 +87,12 @@ pub struct RuntimeConfig {
     /// within this long; when it shuts down, at once.
     pub leader_lease: Duration,
     /// Connections of the runtime's own pool (default `None`: one per queue, at
-    /// most 16, plus four), besides its hot-path connections (one per queue, at
-    /// most 16, for claims; one for completions) and the heartbeat's one. With
-    /// more than 16 queues the claimers share their 16 connections. `start()`
-    /// fails when the server could never give the runtime all of them. The runtime opens its own pools with the application
+    /// most 16, plus four; at least 2), besides its hot-path connections (one per
+    /// queue, at most 16, for claims; up to two more for a busy queue's second
+    /// claim in flight; one for completions) and one each for the heartbeat and
+    /// the cluster beat. With more than 16 queues the claimers share their 16
+    /// connections. `start()` fails with `Error::NotEnoughConnections` when the
+    /// server could never give the runtime all of them. The runtime opens its own pools with the application
     /// pool's connect options, so a starved application pool cannot stall claims,
     /// completions or leases, and it skips the per-acquire ping, which would
     /// double every round trip.

@@ -23,7 +23,7 @@ pub enum Error {
     /// No linked job type implements `Perform`, so there is nothing to run.
     #[error("no job type implements Perform in this binary; if your jobs live in another crate, add `use that_crate as _;`")]
     NoHandlers,
-    /// A setting that cannot work (see its field's doc on [`crate::RuntimeConfig`]).
+    /// A setting that cannot work (the limits are listed on [`crate::RuntimeConfig`]).
     #[error("runtime setting {setting}: {reason}")]
     InvalidSetting {
         /// The setting.

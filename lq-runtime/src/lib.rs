@@ -75,15 +75,15 @@
 //! | `kind` | string stored in each row; set it so the type can be renamed | the type's name |
 //! | `queue` | string | `"default"` |
 //! | `priority` | `i16`; larger runs first | `0` |
-//! | `max_attempts` | integer ≥ 1, counted at claim | `20` |
+//! | `max_attempts` | integer 1–2,147,483,647, counted at claim | `20` |
 //! | `backoff` | `exponential(base = "1s", max = "1h", jitter = 0.1)` \| `fixed("30s")` \| `linear(step = "10s", max = "10m")` \| `path::to::fn` (`fn(u32) -> Duration`) | `exponential(..)` as shown |
 //! | `unique_key` | template over fields, `"order:{order_id}"`: one live job per kind and key | none |
-//! | `timeout` | duration per attempt | none |
-//! | `lease` | duration ≥ 1 s; heartbeats renew it | `60s` |
-//! | `cron` | 5 fields, or 6 with leading seconds; the type must be `Default` | none |
+//! | `timeout` | duration per attempt, at least 1 ms | none |
+//! | `lease` | duration from 1 s to 1 day; heartbeats renew it | `60s` |
+//! | `cron` | 5 fields, 6 with leading seconds, or `"@daily"`-style; the type must be `Default` | none |
 //! | `cron_tz` | IANA zone | `"UTC"` |
 //! | `cron_catch_up` | `"once"` \| `"skip"` | `"once"` |
-//! | `crate` | path to litequeue in generated code | `lq_runtime`, else `lq_core` |
+//! | `crate` | string: path to litequeue in generated code (`"my_app::lq"`) | `lq_runtime`, else `lq_core` |
 //!
 //! The derive's documentation ([`Job`](derive@Job)) details templates, backoff
 //! forms and cron. What the attributes produce:
@@ -168,12 +168,12 @@ pub use lq_core::__private;
 pub use lq_core::Error as CoreError;
 pub use lq_core::{
     chain, chrono, control, cron, database_now, lacks_grant, migrate, pending_migrations,
-    schema_version, sqlx, storable_error, validate_name, AppState, AttemptError, Backoff, BoxError,
-    BulkEnqueued, CatchUp, CronSpec, CronTick, EnqueueOptions, EnqueueTarget, Enqueued, Enqueuer,
-    Failure, Job, JobContext, JobDescriptor, JobError, JobFilter, JobOptions, JobState,
-    PendingMigration, Perform, PerformFn, Registry, DEFAULT_ENQUEUER_CONNECTIONS, DEFAULT_LEASE,
-    MAX_ERRORS_KEPT, MAX_ERROR_BYTES, MAX_META_BYTES, MAX_NAME_LEN, MAX_PAYLOAD_BYTES,
-    MAX_UNIQUE_KEY_BYTES, SCHEMA_VERSION,
+    schema_version, sqlstate_in, sqlx, storable_error, validate_name, AppState, AttemptError,
+    Backoff, BoxError, BulkEnqueued, CatchUp, CronSpec, CronTick, EnqueueOptions, EnqueueTarget,
+    Enqueued, Enqueuer, Failure, Job, JobContext, JobDescriptor, JobError, JobFilter, JobOptions,
+    JobState, PendingMigration, Perform, PerformFn, Registry, DEFAULT_ENQUEUER_CONNECTIONS,
+    DEFAULT_LEASE, MAX_ERRORS_KEPT, MAX_ERROR_BYTES, MAX_META_BYTES, MAX_NAME_LEN,
+    MAX_PAYLOAD_BYTES, MAX_UNIQUE_KEY_BYTES, SCHEMA_VERSION,
 };
 pub use preflight::MAX_CONCURRENCY;
 pub use runtime::Runtime;

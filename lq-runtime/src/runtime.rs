@@ -34,7 +34,19 @@ pub struct Runtime {
 }
 
 impl Runtime {
-    /// Starts configuring a runtime on `pool`.
+    /// Starts configuring a runtime on `pool`: the queues it serves with how
+    /// many jobs of each run at once, the application state handlers read, and
+    /// [`crate::RuntimeConfig`].
+    ///
+    /// ```no_run
+    /// # async fn f(pool: sqlx::PgPool) -> lq_runtime::Result<()> {
+    /// let runtime = lq_runtime::Runtime::builder(pool)
+    ///     .queue("emails", 8)
+    ///     .queue("reports", 1)
+    ///     .start()
+    ///     .await?;
+    /// # runtime.shutdown().await }
+    /// ```
     pub fn builder(pool: sqlx::PgPool) -> RuntimeBuilder {
         RuntimeBuilder::new(pool)
     }
@@ -138,6 +150,14 @@ impl Runtime {
     /// Returns within `shutdown_grace` plus one `db_timeout`, whatever the database
     /// does: writes still pending then are abandoned, and their jobs return to the
     /// queue when their leases expire (at-least-once holds).
+    ///
+    /// ```no_run
+    /// # async fn f(pool: sqlx::PgPool, stop: tokio::sync::oneshot::Receiver<()>) -> lq_runtime::Result<()> {
+    /// let runtime = lq_runtime::Runtime::builder(pool).queue("default", 10).start().await?;
+    /// let _ = stop.await; // the application's own stop signal
+    /// runtime.shutdown().await
+    /// # }
+    /// ```
     pub async fn shutdown(mut self) -> Result<(), Error> {
         let shared = self.shared.clone();
         info!(
@@ -205,6 +225,13 @@ impl Runtime {
     }
 
     /// Waits for SIGTERM or Ctrl-C, then runs [`Runtime::shutdown`].
+    ///
+    /// ```no_run
+    /// # async fn f(pool: sqlx::PgPool) -> lq_runtime::Result<()> {
+    /// let runtime = lq_runtime::Runtime::builder(pool).queue("default", 10).start().await?;
+    /// runtime.shutdown_on_signal().await // returns once the jobs are handed back or done
+    /// # }
+    /// ```
     pub async fn shutdown_on_signal(self) -> Result<(), Error> {
         wait_for_signal().await;
         self.shutdown().await

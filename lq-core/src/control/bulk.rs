@@ -56,7 +56,7 @@ impl Action {
 /// // After an outage: everything of one kind that died in the last hour.
 /// let filter = JobFilter::new()
 ///     .state(JobState::Dead)
-///     .kind("charge_card")
+///     .kind("ChargeCard")
 ///     .newer_than(std::time::Duration::from_secs(3600));
 /// let report = control::retry_matching(&pool, &filter, None).await?;
 /// println!("retried {}, refused {}", report.done.len(), report.refused.len());
@@ -75,6 +75,18 @@ pub async fn retry_matching(
 /// [`Error::WrongState`], and a job that left the filter's states between being
 /// chosen and being cancelled with [`Error::LeftFilter`] (with `--state queued`,
 /// a job that started running meanwhile is not cancelled).
+///
+/// ```no_run
+/// use lq_core::{control, JobFilter, JobState};
+/// # async fn f(pool: sqlx::PgPool) -> Result<(), lq_core::Error> {
+/// // A tenant's import was wrong: stop its jobs that have not started.
+/// let filter = JobFilter::new()
+///     .state(JobState::Queued)
+///     .payload_contains(serde_json::json!({"tenant": "acme"}));
+/// let report = control::cancel_matching(&pool, &filter, Some(10_000)).await?;
+/// println!("cancelled {}, refused {}", report.done.len(), report.refused.len());
+/// # Ok(()) }
+/// ```
 pub async fn cancel_matching(
     pool: &PgPool,
     filter: &JobFilter,
@@ -89,6 +101,16 @@ pub async fn cancel_matching(
 /// being deleted with [`Error::LeftFilter`] (a dead job retried meanwhile is not
 /// deleted as queued).
 /// A deleted queued job never runs, and its unique key is free again.
+///
+/// ```no_run
+/// use lq_core::{control, JobFilter, JobState};
+/// # async fn f(pool: sqlx::PgPool) -> Result<(), lq_core::Error> {
+/// // Dead jobs of a kind that was removed from the code: nothing will retry them.
+/// let filter = JobFilter::new().state(JobState::Dead).kind("LegacySync");
+/// let report = control::delete_matching(&pool, &filter, None).await?;
+/// println!("deleted {}", report.done.len());
+/// # Ok(()) }
+/// ```
 pub async fn delete_matching(
     pool: &PgPool,
     filter: &JobFilter,

@@ -67,7 +67,9 @@ pub struct Check {
 /// Checks what makes a queue table slow down or jobs stop: the schema version,
 /// autovacuum, the oldest open transaction, dead rows in `lq.jobs`, queued jobs
 /// no live runtime would run, expired leases no one rescues, and whether a
-/// leader exists while runtimes run. Every check is reported, passing or not.
+/// leader exists while runtimes run. Every check is reported, passing or not,
+/// except when the schema check fails: then it is the only one (the others read
+/// tables a missing or newer schema may not have).
 ///
 /// ```no_run
 /// # async fn f(pool: sqlx::PgPool) -> Result<(), lq_core::Error> {

@@ -50,6 +50,15 @@ pub async fn resume_queue(pool: &PgPool, queue: &str) -> Result<bool, Error> {
 
 /// Every queue with live jobs, a pause record or a live runtime serving it, by
 /// name. Reads the live jobs only, never the history.
+///
+/// ```no_run
+/// # async fn f(pool: sqlx::PgPool) -> Result<(), lq_core::Error> {
+/// for q in lq_core::control::queues(&pool).await? {
+///     let paused = q.paused.is_some();
+///     println!("{}: {} available, {} running, paused: {paused}", q.name, q.available, q.running);
+/// }
+/// # Ok(()) }
+/// ```
 pub async fn queues(pool: &PgPool) -> Result<Vec<QueueInfo>, Error> {
     let rows = pinned(pool, "queue_overview", |conn| {
         Box::pin(async move { db::queues::queue_overview(conn).await })

@@ -12,17 +12,17 @@ use crate::{AttemptError, Error, JobFilter, JobState};
 pub struct JobRow {
     /// Job id.
     pub id: i64,
-    /// Kind.
+    /// Kind: the name stored in the row, which finds the job's type.
     pub kind: String,
-    /// Queue.
+    /// The queue it was enqueued on.
     pub queue: String,
-    /// Priority.
+    /// Priority within the queue; larger runs first.
     pub priority: i16,
     /// Payload, unchanged since enqueue, as JSON text: any payload PostgreSQL
     /// stores can be shown, however deeply nested (a decoded `Value` has a depth
     /// limit). [`JobRow::payload_value`] and [`JobRow::payload_as`] decode it.
     pub payload: Box<serde_json::value::RawValue>,
-    /// State.
+    /// Where the job is in its life: queued, running, or how it ended.
     pub state: JobState,
     /// Earliest next run.
     pub run_at: DateTime<Utc>,

@@ -68,7 +68,8 @@ pub enum Performed {
 ///
 /// # Panics
 ///
-/// When `J` is not in the registry (two types declare its kind).
+/// When the registry cannot be built (two types in the binary declare one
+/// kind), or `J` is not in it.
 pub async fn perform<J: Perform>(job: &J, test: &TestContext) -> Performed {
     let registry = Registry::collect().unwrap_or_else(|e| panic!("{e}"));
     let desc = registry
