@@ -94,16 +94,17 @@ pub(crate) fn validate(input: &Input<'_>, mut entries: Entries) -> syn::Result<J
         }
     }
     if let Some(e) = entries.take("max_attempts") {
-        let range = "1..=4294967295 (claims before the job is dead)";
-        if let Some((m, span)) = errors.ok(lit::int::<u32>("max_attempts", range, "5", &e.value)) {
-            if m == 0 {
-                errors.at(
+        let range = "1..=2147483647 (claims before the job is dead; the database stores it \
+                     as a PostgreSQL integer)";
+        if let Some((m, span)) = errors.ok(lit::int::<i32>("max_attempts", range, "5", &e.value)) {
+            match u32::try_from(m) {
+                Ok(m) if m >= 1 => spec.max_attempts = m,
+                _ => errors.at(
                     span,
                     "`max_attempts` must be at least 1: it counts claims, including the first \
                      run",
-                );
+                ),
             }
-            spec.max_attempts = m;
         }
     }
     if let Some(e) = entries.take("backoff") {
@@ -341,10 +342,21 @@ mod tests {
             #[job(max_attempts = -1)]
             struct A;
         ));
+        assert!(e.starts_with("`max_attempts` must be at least 1"), "{e}");
+        let e = err(parse_quote!(
+            #[job(max_attempts = 2147483648)]
+            struct A;
+        ));
         assert!(
-            e.starts_with("`max_attempts` must be in 1..=4294967295"),
+            e.starts_with("`max_attempts` must be in 1..=2147483647 (claims"),
             "{e}"
         );
+        assert!(e.ends_with("got 2147483648"), "{e}");
+        let max = run(parse_quote!(
+            #[job(max_attempts = 2147483647)]
+            struct A;
+        ));
+        assert_eq!(max.unwrap().max_attempts, 2_147_483_647);
         let e = err(parse_quote!(
             #[job(priority = 32768)]
             struct A;
