@@ -114,7 +114,7 @@ fn options(spec: &JobSpec) -> TokenStream {
     let queue = &spec.queue;
     let priority = spec.priority;
     let max_attempts = spec.max_attempts;
-    let backoff = backoff(&spec.backoff);
+    let backoff = backoff(&spec.backoff, &spec.ident);
     let timeout = match spec.timeout {
         Some(d) => {
             let d = duration::tokens(d);
@@ -156,8 +156,8 @@ fn options(spec: &JobSpec) -> TokenStream {
     }
 }
 
-/// The `Backoff` value.
-fn backoff(spec: &BackoffSpec) -> TokenStream {
+/// The `Backoff` value, for the type `ty`.
+fn backoff(spec: &BackoffSpec, ty: &syn::Ident) -> TokenStream {
     match spec {
         BackoffSpec::Default => quote!(__lq::Backoff::DEFAULT),
         BackoffSpec::Exponential { base, max, jitter } => {
@@ -173,8 +173,26 @@ fn backoff(spec: &BackoffSpec) -> TokenStream {
             let (step, max) = (duration::tokens(*step), duration::tokens(*max));
             quote!(__lq::Backoff::Linear { step: #step, max: #max })
         }
-        BackoffSpec::Custom(path) => quote!(__lq::Backoff::Custom(#path)),
+        BackoffSpec::Custom(path) => {
+            let path = without_self(path, ty);
+            quote!(__lq::Backoff::Custom(#path))
+        }
     }
+}
+
+/// `path` with a leading `Self` (`Self::retry_delay`, an associated function) read as
+/// the type `ty`: the options are emitted outside the impl, where `Self` means nothing.
+/// The type's name keeps the span of `Self`, so errors still point at what was written.
+fn without_self(path: &syn::Path, ty: &syn::Ident) -> syn::Path {
+    let mut path = path.clone();
+    if let (None, Some(first)) = (path.leading_colon, path.segments.first_mut()) {
+        if first.ident == "Self" {
+            let mut ident = ty.clone();
+            ident.set_span(first.ident.span());
+            first.ident = ident;
+        }
+    }
+    path
 }
 
 /// `fn unique_key`, when a template was given: the text, and each field escaped by
@@ -285,6 +303,23 @@ mod tests {
             out.contains("__lq :: Backoff :: Custom (my :: slow)"),
             "{out}"
         );
+    }
+
+    #[test]
+    fn self_in_a_custom_backoff_names_the_type() {
+        let out = expand_str(parse_quote! {
+            #[job(backoff = Self::retry_delay)]
+            struct r#Retry { id: u8 }
+        });
+        assert!(
+            out.contains("__lq :: Backoff :: Custom (r#Retry :: retry_delay)"),
+            "{out}"
+        );
+        let out = expand_str(parse_quote! {
+            #[job(backoff = retry::Self_)]
+            struct T;
+        });
+        assert!(out.contains("Custom (retry :: Self_)"), "{out}");
     }
 
     #[test]
