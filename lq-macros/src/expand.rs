@@ -57,6 +57,9 @@ pub(crate) fn expand(spec: &JobSpec, krate: &TokenStream) -> TokenStream {
 /// The `Default` assertion, `__lq_cron_payload` (the `CronSpec::build` of a cron
 /// job) and `__lq_cron_unique_key` (its `CronSpec::unique_key`).
 ///
+/// The local traits carry the `__Lq` prefix: the bodies name the user's type, which
+/// a local item of the same name (a job called `ViaDefault`) would shadow.
+///
 /// The payload function picks `default_payload::<T>` by autoref specialisation, so
 /// a type without `Default` reports only the readable `assert_cron_default` error
 /// (spanned at the type's name) instead of a second, raw `Default` bound error.
@@ -68,18 +71,18 @@ fn cron_payload(ty: &syn::Ident) -> TokenStream {
         #assert
 
         fn __lq_cron_payload() -> __lq::__private::serde_json::Value {
-            trait ViaDefault {
+            trait __LqViaDefault {
                 fn payload(&self) -> __lq::__private::serde_json::Value;
             }
-            impl<T: __lq::Job + ::core::default::Default> ViaDefault for __lq::__private::Probe<T> {
+            impl<T: __lq::Job + ::core::default::Default> __LqViaDefault for __lq::__private::Probe<T> {
                 fn payload(&self) -> __lq::__private::serde_json::Value {
                     __lq::__private::default_payload::<T>()
                 }
             }
-            trait NoDefault {
+            trait __LqNoDefault {
                 fn payload(&self) -> __lq::__private::serde_json::Value;
             }
-            impl<T> NoDefault for &__lq::__private::Probe<T> {
+            impl<T> __LqNoDefault for &__lq::__private::Probe<T> {
                 fn payload(&self) -> __lq::__private::serde_json::Value {
                     __lq::__private::serde_json::Value::Null
                 }
@@ -88,18 +91,18 @@ fn cron_payload(ty: &syn::Ident) -> TokenStream {
         }
 
         fn __lq_cron_unique_key() -> ::core::option::Option<::std::string::String> {
-            trait ViaDefault {
+            trait __LqViaDefault {
                 fn key(&self) -> ::core::option::Option<::std::string::String>;
             }
-            impl<T: __lq::Job + ::core::default::Default> ViaDefault for __lq::__private::Probe<T> {
+            impl<T: __lq::Job + ::core::default::Default> __LqViaDefault for __lq::__private::Probe<T> {
                 fn key(&self) -> ::core::option::Option<::std::string::String> {
                     __lq::__private::default_unique_key::<T>()
                 }
             }
-            trait NoDefault {
+            trait __LqNoDefault {
                 fn key(&self) -> ::core::option::Option<::std::string::String>;
             }
-            impl<T> NoDefault for &__lq::__private::Probe<T> {
+            impl<T> __LqNoDefault for &__lq::__private::Probe<T> {
                 fn key(&self) -> ::core::option::Option<::std::string::String> {
                     ::core::option::Option::None
                 }
@@ -320,6 +323,17 @@ mod tests {
             struct T;
         });
         assert!(out.contains("Custom (retry :: Self_)"), "{out}");
+    }
+
+    #[test]
+    fn cron_helpers_cannot_shadow_the_type() {
+        let out = expand_str(parse_quote! {
+            #[job(cron = "@hourly")]
+            struct ViaDefault;
+        });
+        assert!(out.contains("trait __LqViaDefault"), "{out}");
+        assert!(out.contains("trait __LqNoDefault"), "{out}");
+        assert!(!out.contains("trait ViaDefault") && !out.contains("trait NoDefault"));
     }
 
     #[test]

@@ -52,6 +52,11 @@ impl Retrying {
     }
 }
 
+/// A cron job named like the expansion's helper traits still compiles.
+#[derive(Serialize, Deserialize, Default, Job)]
+#[job(cron = "@daily")]
+struct ViaDefault;
+
 fn main() {
     let job = SendWelcomeEmail { user_id: 4 };
     assert_eq!(job.unique_key().as_deref(), Some("welcome:4:{literal}"));
@@ -87,4 +92,6 @@ fn main() {
     assert_eq!(Raw::OPTIONS.backoff.delay(3), Duration::from_secs(30));
 
     assert_eq!(Retrying::OPTIONS.backoff.delay(2), Duration::from_secs(6));
+    let cron = ViaDefault::OPTIONS.cron.expect("a cron job");
+    assert_eq!((cron.build)(), serde_json::Value::Null);
 }
