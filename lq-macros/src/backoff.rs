@@ -5,7 +5,7 @@ use std::time::Duration;
 use proc_macro2::Span;
 use syn::punctuated::Punctuated;
 use syn::spanned::Spanned as _;
-use syn::{Expr, ExprAssign, ExprCall, ExprPath, Token};
+use syn::{Expr, ExprAssign, ExprCall, ExprLit, ExprPath, Lit, Token};
 
 use crate::diag::{backticked, did_you_mean, Errors};
 use crate::{duration, lit};
@@ -89,6 +89,18 @@ pub(crate) fn parse(value: &Expr) -> syn::Result<BackoffSpec> {
             )),
             _ => Ok(BackoffSpec::Custom(path.clone())),
         },
+        Expr::Lit(ExprLit {
+            lit: Lit::Str(text),
+            ..
+        }) if humantime::parse_duration(text.value().trim()).is_ok() => Err(syn::Error::new(
+            text.span(),
+            format!(
+                "`backoff` takes a policy, not a bare duration: write `fixed({text:?})` to wait \
+                 that long after every failure, or `exponential(base = {text:?})` for delays \
+                 that grow from it",
+                text = text.value()
+            ),
+        )),
         _ => Err(syn::Error::new_spanned(
             value,
             format!("`backoff` has the wrong form: {FORMS}"),
@@ -389,6 +401,9 @@ mod tests {
         );
         assert!(err(parse_quote!(linear(max = "1m"))).starts_with("`linear` needs a `step`"));
         assert!(err(parse_quote!("fixed")).starts_with("`backoff` has the wrong form: use"));
+        assert!(err(parse_quote!("30s")).starts_with(
+            "`backoff` takes a policy, not a bare duration: write `fixed(\"30s\")` to wait"
+        ));
         assert!(err(parse_quote!(fixed)).starts_with("`fixed` needs arguments"));
         assert_eq!(
             err(parse_quote!(exponential(base = "x", jitter = 2)))

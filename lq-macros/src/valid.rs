@@ -118,8 +118,7 @@ pub(crate) fn validate(input: &Input<'_>, mut entries: Entries) -> syn::Result<J
         }
     }
     if let Some(e) = entries.take("timeout") {
-        let d = duration::parse_at_least("timeout", &e.value, Duration::from_millis(1));
-        spec.timeout = errors.ok(d).map(|d| d.value);
+        spec.timeout = errors.ok(timeout(&e.value)).map(|d| d.value);
     }
     if let Some(e) = entries.take("lease") {
         spec.lease = errors
@@ -148,6 +147,24 @@ pub(crate) fn validate(input: &Input<'_>, mut entries: Entries) -> syn::Result<J
     }
     debug_assert!(entries.0.is_empty(), "every key in attr::KEYS is handled");
     errors.finish(spec)
+}
+
+/// `timeout`: at least 1ms. Zero, which elsewhere often means "no limit", gets a
+/// message of its own: here no `timeout` is no limit.
+fn timeout(value: &syn::Expr) -> syn::Result<duration::Spanned> {
+    let d = duration::parse("timeout", value)?;
+    if d.value.is_zero() {
+        return Err(syn::Error::new(
+            d.lit.span(),
+            format!(
+                "`timeout = {:?}` would end every attempt as it starts: remove `timeout` for \
+                 no limit (the default), or give the longest one attempt may run, like \
+                 `timeout = \"30s\"`",
+                d.lit.value()
+            ),
+        ));
+    }
+    duration::parse_at_least("timeout", value, Duration::from_millis(1))
 }
 
 /// `cron`, `cron_tz` and `cron_catch_up` together.
@@ -382,6 +399,14 @@ mod tests {
         assert_eq!(e, "`lease` must be at least 1s, got \"500ms\"");
         let e = err(parse_quote!(
             #[job(timeout = "0s")]
+            struct A;
+        ));
+        assert!(
+            e.starts_with("`timeout = \"0s\"` would end every attempt as it starts: remove"),
+            "{e}"
+        );
+        let e = err(parse_quote!(
+            #[job(timeout = "10us")]
             struct A;
         ));
         assert!(e.starts_with("`timeout` must be at least 1ms"), "{e}");
