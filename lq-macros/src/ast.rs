@@ -55,6 +55,23 @@ impl<'a> Input<'a> {
                 ))
             }
         };
+        let only_lifetimes = input
+            .generics
+            .params
+            .iter()
+            .all(|p| matches!(p, syn::GenericParam::Lifetime(_)));
+        if !input.generics.params.is_empty() && only_lifetimes {
+            return Err(syn::Error::new(
+                input.generics.params.span(),
+                format!(
+                    "`#[derive(Job)]` does not support lifetime parameters: a job is stored, then \
+                     deserialised on a worker into a value of its own (`Job` requires \
+                     `DeserializeOwned + 'static`), so it cannot borrow; remove the lifetime \
+                     from `{ident}` and make its fields owned (`String` for `&'a str`, \
+                     `Vec<T>` for `&'a [T]`)"
+                ),
+            ));
+        }
         if !input.generics.params.is_empty() {
             return Err(syn::Error::new(
                 input.generics.params.span(),
@@ -158,6 +175,14 @@ mod tests {
         let e = check(parse_quote!(
             struct L<'a> {
                 t: &'a str,
+            }
+        ))
+        .unwrap_err();
+        assert!(e.contains("does not support lifetime parameters"), "{e}");
+        assert!(e.contains("`String` for `&'a str`"), "{e}");
+        let e = check(parse_quote!(
+            struct M<'a, T> {
+                t: &'a T,
             }
         ))
         .unwrap_err();

@@ -2,9 +2,10 @@
 
 use std::time::Duration;
 
+use proc_macro2::Span;
 use syn::punctuated::Punctuated;
 use syn::spanned::Spanned as _;
-use syn::{Expr, ExprAssign, ExprCall, ExprPath, Token};
+use syn::{Expr, ExprAssign, ExprCall, ExprLit, ExprPath, Lit, Token};
 
 use crate::diag::{backticked, did_you_mean, Errors};
 use crate::{duration, lit};
@@ -20,6 +21,11 @@ const BASE: Duration = Duration::from_secs(1);
 const MAX: Duration = Duration::from_secs(3600);
 /// Default `jitter` of `exponential(...)`.
 const JITTER: f64 = 0.1;
+/// Longest delay written in a policy: a hundred years of 365 days, as the runtime's
+/// `MOST_DELAY` (lq-runtime's `attempt.rs`), which caps every retry's delay.
+const MOST: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+/// [`MOST`] as a duration string (humantime's year is 365.25 days, so not "100y").
+const MOST_TEXT: &str = "36500d";
 
 /// A validated retry policy.
 #[derive(Debug, Clone, PartialEq)]
@@ -83,6 +89,18 @@ pub(crate) fn parse(value: &Expr) -> syn::Result<BackoffSpec> {
             )),
             _ => Ok(BackoffSpec::Custom(path.clone())),
         },
+        Expr::Lit(ExprLit {
+            lit: Lit::Str(text),
+            ..
+        }) if humantime::parse_duration(text.value().trim()).is_ok() => Err(syn::Error::new(
+            text.span(),
+            format!(
+                "`backoff` takes a policy, not a bare duration: write `fixed({text:?})` to wait \
+                 that long after every failure, or `exponential(base = {text:?})` for delays \
+                 that grow from it",
+                text = text.value()
+            ),
+        )),
         _ => Err(syn::Error::new_spanned(
             value,
             format!("`backoff` has the wrong form: {FORMS}"),
@@ -142,20 +160,17 @@ fn example(policy: &str) -> &'static str {
 fn exponential(args: &Punctuated<Expr, Token![,]>) -> syn::Result<BackoffSpec> {
     let (mut base, mut max, mut jitter) = (BASE, MAX, JITTER);
     let mut errors = Errors::default();
-    let mut max_span = None;
+    let (mut base_span, mut max_span, mut compare) = (None, None, true);
     for (name, value) in named("exponential", &["base", "max", "jitter"], args)? {
         match name.as_str() {
-            "base" => {
-                base = errors
-                    .ok(duration::parse("base", value))
-                    .map_or(base, |d| d.value)
-            }
-            "max" => {
-                max_span = Some(value.span());
-                max = errors
-                    .ok(duration::parse("max", value))
-                    .map_or(max, |d| d.value);
-            }
+            "base" => match errors.ok(growth("exponential", "base", value)) {
+                Some(d) => (base, base_span) = (d.value, Some(d.lit.span())),
+                None => compare = false,
+            },
+            "max" => match errors.ok(delay("max", value)) {
+                Some(d) => (max, max_span) = (d.value, Some(d.lit.span())),
+                None => compare = false,
+            },
             _ => {
                 if let Some((v, span)) = errors.ok(lit::float("jitter", "0.1", value)) {
                     if (0.0..=1.0).contains(&v) {
@@ -173,23 +188,29 @@ fn exponential(args: &Punctuated<Expr, Token![,]>) -> syn::Result<BackoffSpec> {
             }
         }
     }
-    if max < base {
-        let span = max_span.unwrap_or_else(|| args.span());
-        errors.at(span, cap_message("base", base, max));
+    if compare {
+        let first = ("base", base, base_span);
+        errors.ok(check_max("exponential", first, (max, max_span), args));
     }
     errors.finish(BackoffSpec::Exponential { base, max, jitter })
 }
 
 fn linear(func: &Expr, args: &Punctuated<Expr, Token![,]>) -> syn::Result<BackoffSpec> {
     let mut errors = Errors::default();
-    let (mut step, mut max, mut max_span) = (None, MAX, None);
+    let (mut step, mut step_span, mut max, mut max_span) = (None, None, MAX, None);
+    let mut compare = true;
     for (name, value) in named("linear", &["step", "max"], args)? {
-        let parsed = errors.ok(duration::parse(&name, value)).map(|d| d.value);
-        match name.as_str() {
-            "step" => step = parsed.or(Some(Duration::ZERO)),
-            _ => {
-                max_span = Some(value.span());
-                max = parsed.unwrap_or(MAX);
+        if name == "step" {
+            // A bad `step` is still a `step`: no "needs a `step`" on top of its error.
+            step = Some(Duration::ZERO);
+            match errors.ok(growth("linear", "step", value)) {
+                Some(d) => (step, step_span) = (Some(d.value), Some(d.lit.span())),
+                None => compare = false,
+            }
+        } else {
+            match errors.ok(delay("max", value)) {
+                Some(d) => (max, max_span) = (d.value, Some(d.lit.span())),
+                None => compare = false,
             }
         }
     }
@@ -200,11 +221,13 @@ fn linear(func: &Expr, args: &Punctuated<Expr, Token![,]>) -> syn::Result<Backof
         );
         return errors.finish(BackoffSpec::Default);
     };
-    if max < step {
-        errors.at(
-            max_span.unwrap_or_else(|| args.span()),
-            cap_message("step", step, max),
-        );
+    if compare {
+        errors.ok(check_max(
+            "linear",
+            ("step", step, step_span),
+            (max, max_span),
+            args,
+        ));
     }
     errors.finish(BackoffSpec::Linear { step, max })
 }
@@ -212,8 +235,8 @@ fn linear(func: &Expr, args: &Punctuated<Expr, Token![,]>) -> syn::Result<Backof
 fn fixed(func: &Expr, args: &Punctuated<Expr, Token![,]>) -> syn::Result<BackoffSpec> {
     let mut iter = args.iter();
     match (iter.next(), iter.next()) {
-        (Some(delay), None) if !matches!(delay, Expr::Assign(_)) => {
-            Ok(BackoffSpec::Fixed(duration::parse("fixed", delay)?.value))
+        (Some(d), None) if !matches!(d, Expr::Assign(_)) => {
+            Ok(BackoffSpec::Fixed(delay("fixed", d)?.value))
         }
         _ => Err(syn::Error::new_spanned(
             func,
@@ -222,12 +245,74 @@ fn fixed(func: &Expr, args: &Punctuated<Expr, Token![,]>) -> syn::Result<Backoff
     }
 }
 
-fn cap_message(first: &str, value: Duration, max: Duration) -> String {
-    format!(
-        "`max` ({}) is shorter than `{first}` ({}): raise `max` or lower `{first}`",
-        duration::show(max),
-        duration::show(value)
-    )
+/// A delay written in a policy: a duration string of at most [`MOST`].
+fn delay(what: &str, value: &Expr) -> syn::Result<duration::Spanned> {
+    let d = duration::parse(what, value)?;
+    if d.value > MOST {
+        return Err(syn::Error::new(
+            d.lit.span(),
+            format!(
+                "`{what}` must be at most \"{MOST_TEXT}\" (a hundred years of 365 days, the \
+                 longest the runtime puts off a retry), got {:?}",
+                d.lit.value()
+            ),
+        ));
+    }
+    Ok(d)
+}
+
+/// The delay a policy grows by (`base` of `exponential`, `step` of `linear`): a
+/// [`delay`] above zero, else every retry would run at once.
+fn growth(policy: &str, what: &str, value: &Expr) -> syn::Result<duration::Spanned> {
+    let d = delay(what, value)?;
+    if d.value.is_zero() {
+        let (times, like) = match policy {
+            "linear" => ("the attempt", "\"10s\""),
+            _ => ("2^(attempt-1)", "\"1s\""),
+        };
+        return Err(syn::Error::new(
+            d.lit.span(),
+            format!(
+                "`{what} = {:?}` makes every retry of `{policy}(...)` run at once (0 times \
+                 {times} is 0): give a `{what}` above zero, like `{what} = {like}`, or write \
+                 `fixed(\"0s\")` if immediate retries are what you want",
+                d.lit.value()
+            ),
+        ));
+    }
+    Ok(d)
+}
+
+/// `max` must not be shorter than the first delay, `first` (`base` or `step`, with
+/// its value and where it is written). When `max` is not written (`max.1` is `None`)
+/// the default [`MAX`] applies, and the error is at `first`, which then is written.
+fn check_max(
+    policy: &str,
+    (first, value, first_span): (&str, Duration, Option<Span>),
+    (max, max_span): (Duration, Option<Span>),
+    args: &Punctuated<Expr, Token![,]>,
+) -> syn::Result<()> {
+    if max >= value {
+        return Ok(());
+    }
+    let (value, max) = (duration::show(value), duration::show(max));
+    let (span, message) = match max_span {
+        Some(span) => (
+            span,
+            format!(
+                "`max` ({max}) is shorter than `{first}` ({value}): raise `max` or lower `{first}`"
+            ),
+        ),
+        None => (
+            first_span.unwrap_or_else(|| args.span()),
+            format!(
+                "`{first}` ({value}) is longer than the default `max` of `{policy}(...)` \
+                 ({max}), which caps every delay: add `max = \"{value}\"` or more, or lower \
+                 `{first}`"
+            ),
+        ),
+    };
+    Err(syn::Error::new(span, message))
 }
 
 #[cfg(test)]
@@ -307,11 +392,18 @@ mod tests {
             "`max` (1m) is shorter than `base` (2m): raise `max` or lower `base`"
         );
         assert_eq!(
+            err(parse_quote!(linear(step = "2m", max = "1m"))),
+            "`max` (1m) is shorter than `step` (2m): raise `max` or lower `step`"
+        );
+        assert_eq!(
             err(parse_quote!(fixed())),
             "`fixed` takes one delay: write `fixed(\"30s\")`"
         );
         assert!(err(parse_quote!(linear(max = "1m"))).starts_with("`linear` needs a `step`"));
         assert!(err(parse_quote!("fixed")).starts_with("`backoff` has the wrong form: use"));
+        assert!(err(parse_quote!("30s")).starts_with(
+            "`backoff` takes a policy, not a bare duration: write `fixed(\"30s\")` to wait"
+        ));
         assert!(err(parse_quote!(fixed)).starts_with("`fixed` needs arguments"));
         assert_eq!(
             err(parse_quote!(exponential(base = "x", jitter = 2)))
@@ -319,5 +411,68 @@ mod tests {
                 .count(),
             2
         );
+    }
+
+    #[test]
+    fn growth_must_be_above_zero() {
+        let e = err(parse_quote!(exponential(base = "0s")));
+        assert!(
+            e.starts_with("`base = \"0s\"` makes every retry of `exponential(...)` run at once"),
+            "{e}"
+        );
+        assert!(e.ends_with("or write `fixed(\"0s\")` if immediate retries are what you want"));
+        let e = err(parse_quote!(linear(step = "0ms", max = "1m")));
+        assert!(
+            e.starts_with("`step = \"0ms\"` makes every retry of `linear(...)` run at once"),
+            "{e}"
+        );
+        assert_eq!(
+            parse(&parse_quote!(fixed("0s"))).unwrap(),
+            BackoffSpec::Fixed(Duration::ZERO)
+        );
+    }
+
+    #[test]
+    fn delays_are_capped_at_a_hundred_years() {
+        let most = |e: Expr| parse(&e).unwrap();
+        assert_eq!(
+            most(parse_quote!(fixed("36500d"))),
+            BackoffSpec::Fixed(MOST)
+        );
+        assert_eq!(
+            most(parse_quote!(linear(step = "1d", max = "36500d"))),
+            BackoffSpec::Linear {
+                step: Duration::from_secs(86400),
+                max: MOST
+            }
+        );
+        for e in [
+            parse_quote!(fixed("36501d")),
+            parse_quote!(exponential(max = "200y")),
+            parse_quote!(exponential(base = "100y")),
+            parse_quote!(linear(step = "1000y")),
+        ] {
+            let e = err(e);
+            assert!(
+                e.contains("must be at most \"36500d\" (a hundred years"),
+                "{e}"
+            );
+            assert_eq!(
+                e.lines().count(),
+                1,
+                "no second error on the same delay: {e}"
+            );
+        }
+    }
+
+    #[test]
+    fn without_max_the_default_cap_is_named() {
+        assert_eq!(
+            err(parse_quote!(exponential(base = "2h"))),
+            "`base` (2h) is longer than the default `max` of `exponential(...)` (1h), which caps \
+             every delay: add `max = \"2h\"` or more, or lower `base`"
+        );
+        assert!(err(parse_quote!(linear(step = "1h 30m")))
+            .starts_with("`step` (1h 30m) is longer than the default `max` of `linear(...)` (1h)"));
     }
 }

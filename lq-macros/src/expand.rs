@@ -57,6 +57,9 @@ pub(crate) fn expand(spec: &JobSpec, krate: &TokenStream) -> TokenStream {
 /// The `Default` assertion, `__lq_cron_payload` (the `CronSpec::build` of a cron
 /// job) and `__lq_cron_unique_key` (its `CronSpec::unique_key`).
 ///
+/// The local traits carry the `__Lq` prefix: the bodies name the user's type, which
+/// a local item of the same name (a job called `ViaDefault`) would shadow.
+///
 /// The payload function picks `default_payload::<T>` by autoref specialisation, so
 /// a type without `Default` reports only the readable `assert_cron_default` error
 /// (spanned at the type's name) instead of a second, raw `Default` bound error.
@@ -68,18 +71,18 @@ fn cron_payload(ty: &syn::Ident) -> TokenStream {
         #assert
 
         fn __lq_cron_payload() -> __lq::__private::serde_json::Value {
-            trait ViaDefault {
+            trait __LqViaDefault {
                 fn payload(&self) -> __lq::__private::serde_json::Value;
             }
-            impl<T: __lq::Job + ::core::default::Default> ViaDefault for __lq::__private::Probe<T> {
+            impl<T: __lq::Job + ::core::default::Default> __LqViaDefault for __lq::__private::Probe<T> {
                 fn payload(&self) -> __lq::__private::serde_json::Value {
                     __lq::__private::default_payload::<T>()
                 }
             }
-            trait NoDefault {
+            trait __LqNoDefault {
                 fn payload(&self) -> __lq::__private::serde_json::Value;
             }
-            impl<T> NoDefault for &__lq::__private::Probe<T> {
+            impl<T> __LqNoDefault for &__lq::__private::Probe<T> {
                 fn payload(&self) -> __lq::__private::serde_json::Value {
                     __lq::__private::serde_json::Value::Null
                 }
@@ -88,18 +91,18 @@ fn cron_payload(ty: &syn::Ident) -> TokenStream {
         }
 
         fn __lq_cron_unique_key() -> ::core::option::Option<::std::string::String> {
-            trait ViaDefault {
+            trait __LqViaDefault {
                 fn key(&self) -> ::core::option::Option<::std::string::String>;
             }
-            impl<T: __lq::Job + ::core::default::Default> ViaDefault for __lq::__private::Probe<T> {
+            impl<T: __lq::Job + ::core::default::Default> __LqViaDefault for __lq::__private::Probe<T> {
                 fn key(&self) -> ::core::option::Option<::std::string::String> {
                     __lq::__private::default_unique_key::<T>()
                 }
             }
-            trait NoDefault {
+            trait __LqNoDefault {
                 fn key(&self) -> ::core::option::Option<::std::string::String>;
             }
-            impl<T> NoDefault for &__lq::__private::Probe<T> {
+            impl<T> __LqNoDefault for &__lq::__private::Probe<T> {
                 fn key(&self) -> ::core::option::Option<::std::string::String> {
                     ::core::option::Option::None
                 }
@@ -114,7 +117,7 @@ fn options(spec: &JobSpec) -> TokenStream {
     let queue = &spec.queue;
     let priority = spec.priority;
     let max_attempts = spec.max_attempts;
-    let backoff = backoff(&spec.backoff);
+    let backoff = backoff(&spec.backoff, &spec.ident);
     let timeout = match spec.timeout {
         Some(d) => {
             let d = duration::tokens(d);
@@ -156,8 +159,8 @@ fn options(spec: &JobSpec) -> TokenStream {
     }
 }
 
-/// The `Backoff` value.
-fn backoff(spec: &BackoffSpec) -> TokenStream {
+/// The `Backoff` value, for the type `ty`.
+fn backoff(spec: &BackoffSpec, ty: &syn::Ident) -> TokenStream {
     match spec {
         BackoffSpec::Default => quote!(__lq::Backoff::DEFAULT),
         BackoffSpec::Exponential { base, max, jitter } => {
@@ -173,8 +176,26 @@ fn backoff(spec: &BackoffSpec) -> TokenStream {
             let (step, max) = (duration::tokens(*step), duration::tokens(*max));
             quote!(__lq::Backoff::Linear { step: #step, max: #max })
         }
-        BackoffSpec::Custom(path) => quote!(__lq::Backoff::Custom(#path)),
+        BackoffSpec::Custom(path) => {
+            let path = without_self(path, ty);
+            quote!(__lq::Backoff::Custom(#path))
+        }
     }
+}
+
+/// `path` with a leading `Self` (`Self::retry_delay`, an associated function) read as
+/// the type `ty`: the options are emitted outside the impl, where `Self` means nothing.
+/// The type's name keeps the span of `Self`, so errors still point at what was written.
+fn without_self(path: &syn::Path, ty: &syn::Ident) -> syn::Path {
+    let mut path = path.clone();
+    if let (None, Some(first)) = (path.leading_colon, path.segments.first_mut()) {
+        if first.ident == "Self" {
+            let mut ident = ty.clone();
+            ident.set_span(first.ident.span());
+            first.ident = ident;
+        }
+    }
+    path
 }
 
 /// `fn unique_key`, when a template was given: the text, and each field escaped by
@@ -285,6 +306,34 @@ mod tests {
             out.contains("__lq :: Backoff :: Custom (my :: slow)"),
             "{out}"
         );
+    }
+
+    #[test]
+    fn self_in_a_custom_backoff_names_the_type() {
+        let out = expand_str(parse_quote! {
+            #[job(backoff = Self::retry_delay)]
+            struct r#Retry { id: u8 }
+        });
+        assert!(
+            out.contains("__lq :: Backoff :: Custom (r#Retry :: retry_delay)"),
+            "{out}"
+        );
+        let out = expand_str(parse_quote! {
+            #[job(backoff = retry::Self_)]
+            struct T;
+        });
+        assert!(out.contains("Custom (retry :: Self_)"), "{out}");
+    }
+
+    #[test]
+    fn cron_helpers_cannot_shadow_the_type() {
+        let out = expand_str(parse_quote! {
+            #[job(cron = "@hourly")]
+            struct ViaDefault;
+        });
+        assert!(out.contains("trait __LqViaDefault"), "{out}");
+        assert!(out.contains("trait __LqNoDefault"), "{out}");
+        assert!(!out.contains("trait ViaDefault") && !out.contains("trait NoDefault"));
     }
 
     #[test]

@@ -17,10 +17,12 @@ pub(crate) fn emit(input: &DeriveInput, error: syn::Error) -> TokenStream {
     quote!(#errors #dummy)
 }
 
-/// `impl Job` with the default options, or nothing for shapes that cannot have one
-/// (unions are never serde types; generic types would need bounds we cannot guess).
+/// `impl Job` with the default options, or nothing for shapes that cannot have one:
+/// enums and unions are refused outright (and a placeholder on an enum without serde
+/// derives would add `Job`'s serde bound errors to the one that says what to do);
+/// generic types would need bounds we cannot guess.
 fn dummy(input: &DeriveInput) -> Option<TokenStream> {
-    if matches!(input.data, Data::Union(_)) || !input.generics.params.is_empty() {
+    if !matches!(input.data, Data::Struct(_)) || !input.generics.params.is_empty() {
         return None;
     }
     let krate = krate::resolve(crate_override(input).as_ref()).ok()?;
@@ -84,8 +86,14 @@ mod tests {
     }
 
     #[test]
-    fn no_placeholder_for_unions_and_generics() {
+    fn no_placeholder_for_enums_unions_and_generics() {
         assert!(!emit_str(parse_quote!(union U { a: u8 })).contains("impl"));
+        assert!(!emit_str(parse_quote!(
+            enum E {
+                A,
+            }
+        ))
+        .contains("impl"));
         assert!(!emit_str(parse_quote!(
             struct G<T>(T);
         ))

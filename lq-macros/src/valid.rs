@@ -94,16 +94,17 @@ pub(crate) fn validate(input: &Input<'_>, mut entries: Entries) -> syn::Result<J
         }
     }
     if let Some(e) = entries.take("max_attempts") {
-        let range = "1..=4294967295 (claims before the job is dead)";
-        if let Some((m, span)) = errors.ok(lit::int::<u32>("max_attempts", range, "5", &e.value)) {
-            if m == 0 {
-                errors.at(
+        let range = "1..=2147483647 (claims before the job is dead; the database stores it \
+                     as a PostgreSQL integer)";
+        if let Some((m, span)) = errors.ok(lit::int::<i32>("max_attempts", range, "5", &e.value)) {
+            match u32::try_from(m) {
+                Ok(m) if m >= 1 => spec.max_attempts = m,
+                _ => errors.at(
                     span,
                     "`max_attempts` must be at least 1: it counts claims, including the first \
                      run",
-                );
+                ),
             }
-            spec.max_attempts = m;
         }
     }
     if let Some(e) = entries.take("backoff") {
@@ -117,8 +118,7 @@ pub(crate) fn validate(input: &Input<'_>, mut entries: Entries) -> syn::Result<J
         }
     }
     if let Some(e) = entries.take("timeout") {
-        let d = duration::parse_at_least("timeout", &e.value, Duration::from_millis(1));
-        spec.timeout = errors.ok(d).map(|d| d.value);
+        spec.timeout = errors.ok(timeout(&e.value)).map(|d| d.value);
     }
     if let Some(e) = entries.take("lease") {
         spec.lease = errors
@@ -147,6 +147,24 @@ pub(crate) fn validate(input: &Input<'_>, mut entries: Entries) -> syn::Result<J
     }
     debug_assert!(entries.0.is_empty(), "every key in attr::KEYS is handled");
     errors.finish(spec)
+}
+
+/// `timeout`: at least 1ms. Zero, which elsewhere often means "no limit", gets a
+/// message of its own: here no `timeout` is no limit.
+fn timeout(value: &syn::Expr) -> syn::Result<duration::Spanned> {
+    let d = duration::parse("timeout", value)?;
+    if d.value.is_zero() {
+        return Err(syn::Error::new(
+            d.lit.span(),
+            format!(
+                "`timeout = {:?}` would end every attempt as it starts: remove `timeout` for \
+                 no limit (the default), or give the longest one attempt may run, like \
+                 `timeout = \"30s\"`",
+                d.lit.value()
+            ),
+        ));
+    }
+    duration::parse_at_least("timeout", value, Duration::from_millis(1))
 }
 
 /// `cron`, `cron_tz` and `cron_catch_up` together.
@@ -341,10 +359,21 @@ mod tests {
             #[job(max_attempts = -1)]
             struct A;
         ));
+        assert!(e.starts_with("`max_attempts` must be at least 1"), "{e}");
+        let e = err(parse_quote!(
+            #[job(max_attempts = 2147483648)]
+            struct A;
+        ));
         assert!(
-            e.starts_with("`max_attempts` must be in 1..=4294967295"),
+            e.starts_with("`max_attempts` must be in 1..=2147483647 (claims"),
             "{e}"
         );
+        assert!(e.ends_with("got 2147483648"), "{e}");
+        let max = run(parse_quote!(
+            #[job(max_attempts = 2147483647)]
+            struct A;
+        ));
+        assert_eq!(max.unwrap().max_attempts, 2_147_483_647);
         let e = err(parse_quote!(
             #[job(priority = 32768)]
             struct A;
@@ -370,6 +399,14 @@ mod tests {
         assert_eq!(e, "`lease` must be at least 1s, got \"500ms\"");
         let e = err(parse_quote!(
             #[job(timeout = "0s")]
+            struct A;
+        ));
+        assert!(
+            e.starts_with("`timeout = \"0s\"` would end every attempt as it starts: remove"),
+            "{e}"
+        );
+        let e = err(parse_quote!(
+            #[job(timeout = "10us")]
             struct A;
         ));
         assert!(e.starts_with("`timeout` must be at least 1ms"), "{e}");

@@ -41,6 +41,22 @@ struct r#Raw {
     r#type: u8,
 }
 
+/// `Self::` in a custom backoff names the type's own associated function.
+#[derive(Serialize, Deserialize, Job)]
+#[job(backoff = Self::retry_delay)]
+struct Retrying;
+
+impl Retrying {
+    fn retry_delay(attempt: u32) -> Duration {
+        Duration::from_secs(u64::from(attempt) * 3)
+    }
+}
+
+/// A cron job named like the expansion's helper traits still compiles.
+#[derive(Serialize, Deserialize, Default, Job)]
+#[job(cron = "@daily")]
+struct ViaDefault;
+
 fn main() {
     let job = SendWelcomeEmail { user_id: 4 };
     assert_eq!(job.unique_key().as_deref(), Some("welcome:4:{literal}"));
@@ -74,4 +90,8 @@ fn main() {
     assert_eq!(Raw { r#type: 1 }.unique_key().as_deref(), Some("singleton"));
     assert_eq!(Raw::KIND, "Raw");
     assert_eq!(Raw::OPTIONS.backoff.delay(3), Duration::from_secs(30));
+
+    assert_eq!(Retrying::OPTIONS.backoff.delay(2), Duration::from_secs(6));
+    let cron = ViaDefault::OPTIONS.cron.expect("a cron job");
+    assert_eq!((cron.build)(), serde_json::Value::Null);
 }
