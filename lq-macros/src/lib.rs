@@ -162,13 +162,16 @@ use syn::{parse_macro_input, DeriveInput};
 ///
 /// The path to the litequeue crate in the generated code, for code that reaches it
 /// through a re-export (`crate = "my_app::lq"`). By default the derive looks up this
-/// package's `Cargo.toml`: `lq-runtime` if listed (under any renamed key), else
-/// `lq-core`. Either crate alone is enough.
+/// package's `Cargo.toml`: `lq-runtime` if listed in `[dependencies]` (under any
+/// renamed key), else `lq-core`; a crate only in `[dev-dependencies]`, optional
+/// or for one target is taken only when neither is a plain dependency. Either
+/// crate alone is enough.
 ///
 /// # Inputs the derive rejects
 ///
 /// Enums, unions and generic types: a kind names one concrete struct. Wrap an enum
-/// in a struct (`struct Job { action: Action }`).
+/// in a struct (`struct Job { action: Action }`). Lifetime parameters too: a job
+/// is decoded from stored JSON, so it owns its fields (`String`, not `&'a str`).
 #[proc_macro_derive(Job, attributes(job))]
 pub fn derive_job(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);

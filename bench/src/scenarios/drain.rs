@@ -30,11 +30,19 @@ impl Settings {
         }
     }
 
+    /// The shipped defaults but `max_claim_batch`; for a diagnosis only,
+    /// `LQ_BENCH_CLAIM_SLOTS=N|off` changes `claim_slots` (`off`: no bound).
     pub fn config(&self) -> RuntimeConfig {
-        RuntimeConfig {
+        let mut config = RuntimeConfig {
             max_claim_batch: self.max_claim_batch,
             ..Default::default()
+        };
+        match std::env::var("LQ_BENCH_CLAIM_SLOTS").as_deref() {
+            Ok("off") => config.claim_slots = None,
+            Ok(n) => config.claim_slots = n.parse().ok().or(config.claim_slots),
+            Err(_) => {}
         }
+        config
     }
 
     pub fn label(&self) -> String {
