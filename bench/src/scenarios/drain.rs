@@ -118,7 +118,8 @@ pub async fn once(
     }
     let secs = t0.elapsed().as_secs_f64();
     let (cpu_bench, cpu_pg) = CpuSnap::now().since(&cpu0);
-    let succeeded = rt.stats().succeeded.min(n);
+    let stats = rt.stats();
+    let succeeded = stats.succeeded.min(n);
     let unfinished = (succeeded < n).then_some((succeeded, n));
     if unfinished.is_some() {
         println!(
@@ -159,8 +160,10 @@ pub async fn once(
         unfinished,
     };
     println!(
-        "    {:.0} jobs/s in {:.2} s; avg claim batch {:.1}, completion batch {:.1}; {:.0} WAL bytes and {:.4} commits per job; CPU cores: bench {:.2}, postgres {:.2}",
-        run.rate, secs, run.avg_claim, run.avg_complete, run.wal_per_job, run.commits_per_job, cpu_bench / secs, cpu_pg / secs
+        "    {:.0} jobs/s in {:.2} s; avg claim batch {:.1}, completion batch {:.1}; {:.0} WAL bytes and {:.4} commits per job; CPU cores: bench {:.2}, postgres {:.2}; CPU µs a job: bench {:.1}, postgres {:.1}; claims: {} overlapping, {} throttled, {} jobs claimed ahead",
+        run.rate, secs, run.avg_claim, run.avg_complete, run.wal_per_job, run.commits_per_job, cpu_bench / secs, cpu_pg / secs,
+        cpu_bench * 1e6 / n_f, cpu_pg * 1e6 / n_f,
+        stats.overlapping_claims, stats.throttled_claims, stats.claimed_ahead
     );
     Ok(run)
 }
