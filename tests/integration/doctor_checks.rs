@@ -4,8 +4,10 @@
 //! a prepared transaction), not every session that began one.
 
 use lq_core::db::{self, maintenance::JobTable};
-use lq_runtime::control;
+use lq_runtime::{control, EnqueueOptions, Job};
 use lq_tests::TestDb;
+
+use crate::jobs::Noop;
 use sqlx::{Connection, PgConnection};
 
 /// The doctor's figures, read on a connection of `db`'s pool.
@@ -178,4 +180,76 @@ async fn a_prepared_transaction_counts_as_open() {
     );
     drop(prepared);
     assert_eq!(figures(&db).await.oldest_xact_secs, None);
+}
+
+/// Drops replication slot `name` of the server at `url` when dropped (a slot
+/// outlives its test, and keeps WAL for the whole server until dropped).
+struct Slot {
+    url: String,
+    name: String,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        lq_tests::run_from_drop(
+            self.url.clone(),
+            vec![format!(
+                "select pg_drop_replication_slot(slot_name) from pg_replication_slots \
+                 where slot_name = '{}'",
+                self.name
+            )],
+        );
+    }
+}
+
+/// A replication slot nobody reads keeps every WAL segment written since: the
+/// doctor names it, with the WAL it keeps, until it is dropped. Needs a free
+/// slot (`max_replication_slots`, 10 by default): skipped, saying so, on a
+/// server without one.
+#[tokio::test]
+async fn a_replication_slot_without_a_reader_is_named_until_dropped() {
+    let db = TestDb::new().await;
+    let slot = Slot {
+        url: db.url.clone(),
+        name: format!("lq_doctor_{:08x}", fastrand::u32(..)),
+    };
+    // Reserves WAL at once, as a standby's slot does once it has connected.
+    let created = sqlx::query("select pg_create_physical_replication_slot($1, true)")
+        .bind(&slot.name)
+        .execute(&db.pool)
+        .await;
+    if let Err(e) = created {
+        // 53400: every slot taken; 55000: slots off (max_replication_slots = 0,
+        // or wal_level = minimal).
+        let code = e.as_database_error().and_then(|d| d.code());
+        assert!(
+            matches!(code.as_deref(), Some("53400" | "55000")),
+            "creating a slot: {e}"
+        );
+        eprintln!("skipped: this server has no free replication slot ({e})");
+        return;
+    }
+    // WAL written after the slot reserved its start.
+    Noop::enqueue_many(
+        &db.pool,
+        (0..500).map(|n| Noop { n }),
+        EnqueueOptions::new(),
+    )
+    .await
+    .unwrap();
+    let slots = check(&db.pool, "replication slots").await;
+    assert!(!slots.ok, "{slots:?}");
+    let named = slots
+        .detail
+        .split("; ")
+        .find(|s| s.starts_with(&slot.name))
+        .unwrap_or_else(|| panic!("{} not named: {}", slot.name, slots.detail));
+    assert!(
+        named.contains("(physical, no reader) keeps") && !named.contains("keeps no WAL"),
+        "{named}"
+    );
+    let name = slot.name.clone();
+    drop(slot);
+    let slots = check(&db.pool, "replication slots").await;
+    assert!(!slots.detail.contains(&name), "{slots:?}");
 }

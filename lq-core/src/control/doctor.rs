@@ -65,9 +65,10 @@ pub struct Check {
 }
 
 /// Checks what makes a queue table slow down or jobs stop: the schema version,
-/// autovacuum, the oldest open transaction, dead rows in `lq.jobs`, queued jobs
-/// no live runtime would run, expired leases no one rescues, and whether a
-/// leader exists while runtimes run. Every check is reported, passing or not,
+/// autovacuum, the oldest open transaction, replication slots no client reads
+/// (they keep WAL until the disk fills, and may hold back vacuum), dead rows in
+/// `lq.jobs`, queued jobs no live runtime would run, expired leases no one
+/// rescues, and whether a leader exists while runtimes run. Every check is reported, passing or not,
 /// except when the schema check fails: then it is the only one (the others read
 /// tables a missing or newer schema may not have).
 ///
@@ -87,11 +88,12 @@ pub async fn doctor(pool: &PgPool) -> Result<Vec<Check>, Error> {
     if !usable {
         return Ok(checks);
     }
-    let (f, unserved) = pinned(pool, "doctor", |conn| {
+    let (f, unserved, idle_slots) = pinned(pool, "doctor", |conn| {
         Box::pin(async move {
             let f = db::doctor::doctor_figures(conn, STALE_LEASE.as_secs_f64()).await?;
             let unserved = db::doctor::doctor_unserved(conn).await?;
-            Ok((f, unserved))
+            let idle_slots = db::doctor::doctor_idle_slots(conn).await?;
+            Ok((f, unserved, idle_slots))
         })
     })
     .await?;
@@ -133,6 +135,7 @@ pub async fn doctor(pool: &PgPool) -> Result<Vec<Check>, Error> {
             }
         ),
     });
+    checks.push(slots_check(&idle_slots));
     let total = f.jobs_live_rows + f.jobs_dead_rows;
     let dead_share = if total > 0 {
         f.jobs_dead_rows as f64 / total as f64
@@ -191,4 +194,98 @@ pub async fn doctor(pool: &PgPool) -> Result<Vec<Check>, Error> {
         },
     });
     Ok(checks)
+}
+
+/// The replication slots' check: every slot no client reads, with the WAL it
+/// keeps and whether it holds back vacuum. A slot whose standby or CDC client
+/// is gone for good keeps WAL until the disk fills and the server stops; one
+/// whose client is only restarting is seen here too, so the advice is to drop
+/// the slots whose consumer is gone, not every one named.
+fn slots_check(idle: &[db::doctor::IdleSlot]) -> Check {
+    if idle.is_empty() {
+        return Check {
+            name: "replication slots",
+            ok: true,
+            detail: "no replication slot without a reader keeps WAL".to_owned(),
+        };
+    }
+    let named: Vec<String> = idle
+        .iter()
+        .map(|s| {
+            let wal = match s.kept_wal_bytes {
+                Some(b) => format!("keeps {} of WAL", wal_size(b)),
+                None => "keeps no WAL".to_owned(),
+            };
+            let vacuum = if s.holds_back_vacuum {
+                " and holds back vacuum"
+            } else {
+                ""
+            };
+            format!("{} ({}, no reader) {wal}{vacuum}", s.name, s.kind)
+        })
+        .collect();
+    Check {
+        name: "replication slots",
+        ok: false,
+        detail: format!(
+            "{}: a slot keeps every WAL segment written since its reader left (a queue \
+             writes about a kilobyte a job) until the disk fills; drop a slot whose \
+             standby or client is gone: select pg_drop_replication_slot('name')",
+            named.join("; ")
+        ),
+    }
+}
+
+/// `bytes` of WAL in the largest unit that keeps it above one (`512 B`,
+/// `16.0 MB`, `3.2 GB`).
+fn wal_size(bytes: i64) -> String {
+    const UNITS: [&str; 4] = ["kB", "MB", "GB", "TB"];
+    if bytes < 1024 {
+        return format!("{} B", bytes.max(0));
+    }
+    let mut size = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while size >= 1024.0 && unit + 1 < UNITS.len() {
+        size /= 1024.0;
+        unit += 1;
+    }
+    format!("{size:.1} {}", UNITS[unit])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wal_sizes_read_in_the_largest_unit_above_one() {
+        assert_eq!(wal_size(0), "0 B");
+        assert_eq!(wal_size(1023), "1023 B");
+        assert_eq!(wal_size(1024), "1.0 kB");
+        assert_eq!(wal_size(16 * 1024 * 1024), "16.0 MB");
+        assert_eq!(
+            wal_size(3 * 1024 * 1024 * 1024 + 200 * 1024 * 1024),
+            "3.2 GB"
+        );
+        assert_eq!(wal_size(5 << 50), "5120.0 TB");
+    }
+
+    #[test]
+    fn a_slot_without_a_reader_fails_the_check_by_name() {
+        let slots = [db::doctor::IdleSlot {
+            name: "old_standby".to_owned(),
+            kind: "physical".to_owned(),
+            kept_wal_bytes: Some(48 * 1024 * 1024),
+            holds_back_vacuum: true,
+        }];
+        let c = slots_check(&slots);
+        assert!(!c.ok);
+        assert!(
+            c.detail.starts_with(
+                "old_standby (physical, no reader) keeps 48.0 MB of WAL and holds back vacuum: "
+            ),
+            "{}",
+            c.detail
+        );
+        assert!(slots_check(&[]).ok);
+    }
 }

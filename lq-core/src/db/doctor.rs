@@ -97,3 +97,40 @@ pub async fn doctor_unserved(conn: &mut PgConnection) -> Result<Vec<(String, Str
     .await
     .map_err(err("doctor_unserved"))
 }
+
+/// A replication slot no client reads from ([`doctor_idle_slots`]).
+#[derive(Debug, sqlx::FromRow)]
+pub struct IdleSlot {
+    /// The slot's name.
+    pub name: String,
+    /// `physical` (a standby's) or `logical` (a change-data-capture client's).
+    pub kind: String,
+    /// WAL bytes the server keeps for the slot, written since its consumer
+    /// last confirmed; `None` when the slot reserves no WAL.
+    pub kept_wal_bytes: Option<i64>,
+    /// The slot has an `xmin`: vacuum keeps every row version deleted since,
+    /// in every table of the server (a standby's `hot_standby_feedback`).
+    pub holds_back_vacuum: bool,
+}
+
+/// The server's replication slots that no client is reading from and that still
+/// keep WAL or hold back vacuum, the largest keeper first. A queue writes WAL
+/// with every claim and completion (about a kilobyte a job), so a slot whose
+/// standby or CDC client is gone fills the server's disk with it; on a standby
+/// the kept WAL is measured from the last replayed position.
+pub async fn doctor_idle_slots(conn: &mut PgConnection) -> Result<Vec<IdleSlot>, Error> {
+    sqlx::query_as(
+        "select s.slot_name::text as name, s.slot_type as kind,
+                pg_catalog.pg_wal_lsn_diff(
+                    case when pg_catalog.pg_is_in_recovery() then pg_catalog.pg_last_wal_replay_lsn()
+                         else pg_catalog.pg_current_wal_lsn() end,
+                    s.restart_lsn)::int8 as kept_wal_bytes,
+                s.xmin is not null as holds_back_vacuum
+         from pg_catalog.pg_replication_slots s
+         where not s.active and (s.restart_lsn is not null or s.xmin is not null)
+         order by s.restart_lsn nulls last, s.slot_name",
+    )
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(err("doctor_idle_slots"))
+}
