@@ -104,7 +104,7 @@ async fn run(shared: Arc<Shared>, queue: Arc<str>, job: ClaimedJob, mut slot: Sl
             token: job.lease_token,
             lease_secs,
             cancel: cancel.clone(),
-            handler_returned: false,
+            writing: false,
         },
     );
     // Once shutdown has begun, a job whose handler has not started goes back at
@@ -161,7 +161,7 @@ async fn run(shared: Arc<Shared>, queue: Arc<str>, job: ClaimedJob, mut slot: Sl
     if let Some(t) = tally {
         t.returned(began.elapsed().as_secs_f64());
     }
-    shared.inflight.handler_returned(job.id, job.lease_token);
+    shared.inflight.set_writing(job.id, job.lease_token, true);
     match outcome {
         Outcome::Succeeded => {
             tracing::Span::current().record("lq.outcome", Recorded::Succeeded.label());
@@ -452,6 +452,9 @@ async fn release(
     counter: &AtomicU64,
     tally: Option<(&Tally, Recorded)>,
 ) -> Released {
+    // Once the hand-back commits, another worker may claim the job before this
+    // runtime drops its entry: the heartbeat must not read that as a lost lease.
+    let was_writing = shared.inflight.set_writing(id, token, true);
     let r = shared
         .with_conn("job_release_many", |mut conn| async move {
             let ids = db::finish::job_release_many(&mut conn, &[id], &[token]).await?;
@@ -480,11 +483,12 @@ async fn release(
         }
         Err(e) => {
             warn!(id, error = %chain(&e), "could not hand the job back; unless it runs here, it returns when its lease expires");
-            return if refused(&e) {
-                Released::Refused
-            } else {
-                Released::Unknown
-            };
+            if refused(&e) {
+                // Nothing changed: the lease is held, and the heartbeat speaks for it.
+                shared.inflight.set_writing(id, token, was_writing);
+                return Released::Refused;
+            }
+            return Released::Unknown;
         }
     }
     Released::Yes

@@ -90,17 +90,19 @@ async fn beat(shared: &Shared, conn: &mut Option<PgConnection>) -> Result<(), Er
     Ok(())
 }
 
-/// The leases of `held` that the beat did not renew and whose handler still runs:
-/// lost, or skipped as locked elsewhere. A job whose handler returned may have had
-/// its outcome written between the snapshot and the beat: that is no loss, and a
-/// real loss is reported by the outcome's writer.
+/// The leases of `held` that the beat did not renew and for which nothing is
+/// being written: lost, or skipped as locked elsewhere. A job whose handler
+/// returned, or that is being handed back to the queue, may have had that
+/// written between the snapshot and the beat (and a hand-back's job claimed by
+/// another worker since): that is no loss, and a real loss is reported by the
+/// writer.
 fn not_renewed(
     inflight: &Inflight,
     held: &[(i64, Held)],
     renewed: &HashSet<i64>,
 ) -> Vec<(i64, Uuid)> {
     held.iter()
-        .filter(|(id, h)| !renewed.contains(id) && inflight.handler_running(*id, h.token))
+        .filter(|(id, h)| !renewed.contains(id) && inflight.unwritten(*id, h.token))
         .map(|(id, h)| (*id, h.token))
         .collect()
 }
@@ -116,7 +118,7 @@ mod tests {
             token: Uuid::new_v4(),
             lease_secs: 30.0,
             cancel: CancellationToken::new(),
-            handler_returned: false,
+            writing: false,
         };
         inflight.insert(id, held.clone());
         (id, held)
@@ -128,10 +130,10 @@ mod tests {
         let held = vec![
             hold(&inflight, 1), // renewed
             hold(&inflight, 2), // not renewed, handler running: lost
-            hold(&inflight, 3), // not renewed, outcome being written: not lost
+            hold(&inflight, 3), // not renewed, outcome or hand-back being written: not lost
             hold(&inflight, 4), // not renewed, outcome written and gone: not lost
         ];
-        inflight.handler_returned(3, held[2].1.token);
+        inflight.set_writing(3, held[2].1.token, true);
         inflight.remove(4, held[3].1.token);
         let renewed = HashSet::from([1]);
         assert_eq!(

@@ -11,9 +11,10 @@ pub(crate) struct Held {
     pub token: Uuid,
     pub lease_secs: f64,
     pub cancel: CancellationToken,
-    /// The handler returned and its outcome is being written; that write reports a
-    /// lost lease itself, so the heartbeat stays silent about it.
-    pub handler_returned: bool,
+    /// The attempt's outcome, or its hand-back to the queue, is being written
+    /// (its handler returned, or it never started): that write reports a lost
+    /// lease itself, so the heartbeat stays silent about it.
+    pub writing: bool,
 }
 
 /// Shared map from job id to its lease, read by the heartbeat and the cancel listener.
@@ -71,21 +72,22 @@ impl Inflight {
         }
     }
 
-    /// Marks the handler of job `id`'s attempt holding `token` as returned (see
-    /// [`Held::handler_returned`]).
-    pub fn handler_returned(&self, id: i64, token: Uuid) {
-        if let Some(h) = self.lock().get_mut(&id) {
-            if h.token == token {
-                h.handler_returned = true;
-            }
+    /// Sets whether an outcome or hand-back of job `id`'s attempt holding `token`
+    /// is being written (see [`Held::writing`]); returns what it was, so a write
+    /// that changed nothing can put it back.
+    pub fn set_writing(&self, id: i64, token: Uuid, writing: bool) -> bool {
+        match self.lock().get_mut(&id) {
+            Some(h) if h.token == token => std::mem::replace(&mut h.writing, writing),
+            _ => false,
         }
     }
 
-    /// True when job `id` still holds lease `token` and its handler has not returned.
-    pub fn handler_running(&self, id: i64, token: Uuid) -> bool {
+    /// True when job `id` still holds lease `token` and nothing is being written
+    /// for it: a lease the heartbeat could not renew is then lost to it alone.
+    pub fn unwritten(&self, id: i64, token: Uuid) -> bool {
         self.lock()
             .get(&id)
-            .is_some_and(|h| h.token == token && !h.handler_returned)
+            .is_some_and(|h| h.token == token && !h.writing)
     }
 
     /// A copy of every held lease.
@@ -111,7 +113,7 @@ mod tests {
             token,
             lease_secs: 30.0,
             cancel: CancellationToken::new(),
-            handler_returned: false,
+            writing: false,
         }
     }
 
@@ -128,14 +130,19 @@ mod tests {
             "the old attempt is told to stop"
         );
         // The old attempt's task ends: nothing of the new attempt changes.
-        inflight.handler_returned(7, old);
+        assert!(!inflight.set_writing(7, old, true), "not the held attempt");
         inflight.remove(7, old);
         inflight.remove_all(&[7], &[old]);
         assert_eq!(inflight.token(7), Some(new));
-        assert!(inflight.handler_running(7, new));
+        assert!(inflight.unwritten(7, new));
+        // A hand-back the server refused puts the mark back as it was.
+        assert!(!inflight.set_writing(7, new, true));
+        assert!(!inflight.unwritten(7, new));
+        assert!(inflight.set_writing(7, new, false));
+        assert!(inflight.unwritten(7, new));
         // The new attempt's own end removes it.
-        inflight.handler_returned(7, new);
-        assert!(!inflight.handler_running(7, new));
+        inflight.set_writing(7, new, true);
+        assert!(!inflight.unwritten(7, new));
         inflight.remove_all(&[7], &[new]);
         assert_eq!(inflight.len(), 0);
     }
