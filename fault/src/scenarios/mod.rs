@@ -24,6 +24,7 @@ mod deploy;
 mod freeze;
 mod kill9;
 mod leader;
+mod lock;
 mod pause;
 mod pg_restart;
 mod poison;
@@ -42,6 +43,7 @@ pub const ALL: &[&str] = &[
     "leader",
     "pause",
     "deploy",
+    "lock",
 ];
 
 /// What every scenario needs from the command line and environment.
@@ -61,7 +63,9 @@ pub async fn run(env: &Env, name: &'static str) -> Row {
     let started = Instant::now();
     let limit = Duration::from_secs(match name {
         "kill9" => 150,
-        "pg-restart" | "terminate" | "poison" | "cron" | "leader" | "pause" | "deploy" => 90,
+        "pg-restart" | "terminate" | "poison" | "cron" | "leader" | "pause" | "deploy" | "lock" => {
+            90
+        }
         _ => 60,
     });
     let index = ALL.iter().position(|n| *n == name).unwrap_or(0) as u64;
@@ -78,6 +82,7 @@ pub async fn run(env: &Env, name: &'static str) -> Row {
             "leader" => leader::run(&mut st).await,
             "pause" => pause::run(&mut st).await,
             "deploy" => deploy::run(&mut st).await,
+            "lock" => lock::run(&mut st).await,
             other => anyhow::bail!("no scenario {other}"),
         };
         match fleet {
@@ -234,6 +239,30 @@ impl<'e> Stage<'e> {
             }
             if probe::live_jobs(&self.pool).await.unwrap_or(1) == 0 {
                 return Ok(seen);
+            }
+            d.tick().await?;
+        }
+    }
+
+    /// Waits (at most `limit`) until `want` jobs have succeeded and some are
+    /// running, so a fault lands mid-run; a worker exiting meanwhile is a failure.
+    pub async fn until_succeeded_and_running(
+        &mut self,
+        fleet: &mut Fleet,
+        want: i64,
+        limit: Duration,
+    ) -> Result<()> {
+        let d = Deadline::new(format!("{want} succeeded and jobs running"), limit);
+        loop {
+            for e in fleet.supervise()? {
+                self.fail(format!(
+                    "worker {} exited on its own: {}",
+                    e.owner, e.status
+                ));
+            }
+            let running: i64 = probe::running_by_owner(&self.pool).await?.values().sum();
+            if probe::count_state(&self.pool, "succeeded").await? >= want && running > 0 {
+                return Ok(());
             }
             d.tick().await?;
         }

@@ -28,23 +28,8 @@ pub(super) async fn run(st: &mut Stage<'_>) -> Result<Fleet> {
     let mut rounds = Vec::new();
     for round in 1..=8u64 {
         let want = (JOBS * round / 10) as i64;
-        let d = Deadline::new(
-            format!("round {round}: {want} succeeded and jobs running"),
-            Duration::from_secs(40),
-        );
-        loop {
-            for e in fleet.supervise()? {
-                st.fail(format!(
-                    "worker {} exited on its own: {}",
-                    e.owner, e.status
-                ));
-            }
-            let running: i64 = probe::running_by_owner(&st.pool).await?.values().sum();
-            if probe::count_state(&st.pool, "succeeded").await? >= want && running > 0 {
-                break;
-            }
-            d.tick().await?;
-        }
+        st.until_succeeded_and_running(&mut fleet, want, Duration::from_secs(40))
+            .await?;
         let mut last_at = 0.0;
         for wave in 0..WAVES {
             if wave > 0 {
