@@ -24,8 +24,6 @@ const JITTER: f64 = 0.1;
 /// Longest delay written in a policy: a hundred years of 365 days, as the runtime's
 /// `MOST_DELAY` (lq-runtime's `attempt.rs`), which caps every retry's delay.
 const MOST: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
-/// [`MOST`] as a duration string (humantime's year is 365.25 days, so not "100y").
-const MOST_TEXT: &str = "36500d";
 
 /// A validated retry policy.
 #[derive(Debug, Clone, PartialEq)]
@@ -252,8 +250,9 @@ fn delay(what: &str, value: &Expr) -> syn::Result<duration::Spanned> {
         return Err(syn::Error::new(
             d.lit.span(),
             format!(
-                "`{what}` must be at most \"{MOST_TEXT}\" (a hundred years of 365 days, the \
-                 longest the runtime puts off a retry), got {:?}",
+                "`{what}` must be at most {} (a hundred years of 365 days, the longest the \
+                 runtime puts off a retry), got {:?}",
+                duration::quoted(MOST),
                 d.lit.value()
             ),
         ));
@@ -295,20 +294,20 @@ fn check_max(
     if max >= value {
         return Ok(());
     }
-    let (value, max) = (duration::show(value), duration::show(max));
+    let (value, max) = (duration::quoted(value), duration::quoted(max));
     let (span, message) = match max_span {
         Some(span) => (
             span,
             format!(
-                "`max` ({max}) is shorter than `{first}` ({value}): raise `max` or lower `{first}`"
+                "`max = {max}` is shorter than `{first} = {value}`: raise `max` or lower \
+                 `{first}`"
             ),
         ),
         None => (
             first_span.unwrap_or_else(|| args.span()),
             format!(
-                "`{first}` ({value}) is longer than the default `max` of `{policy}(...)` \
-                 ({max}), which caps every delay: add `max = \"{value}\"` or more, or lower \
-                 `{first}`"
+                "`{first} = {value}` is longer than the default `max` of `{policy}(...)`, \
+                 {max}, which caps every delay: add `max = {value}` or more, or lower `{first}`"
             ),
         ),
     };
@@ -389,11 +388,11 @@ mod tests {
             .starts_with("name the arguments of `exponential(...)`"));
         assert_eq!(
             err(parse_quote!(exponential(base = "2m", max = "1m"))),
-            "`max` (1m) is shorter than `base` (2m): raise `max` or lower `base`"
+            "`max = \"1m\"` is shorter than `base = \"2m\"`: raise `max` or lower `base`"
         );
         assert_eq!(
             err(parse_quote!(linear(step = "2m", max = "1m"))),
-            "`max` (1m) is shorter than `step` (2m): raise `max` or lower `step`"
+            "`max = \"1m\"` is shorter than `step = \"2m\"`: raise `max` or lower `step`"
         );
         assert_eq!(
             err(parse_quote!(fixed())),
@@ -469,10 +468,11 @@ mod tests {
     fn without_max_the_default_cap_is_named() {
         assert_eq!(
             err(parse_quote!(exponential(base = "2h"))),
-            "`base` (2h) is longer than the default `max` of `exponential(...)` (1h), which caps \
-             every delay: add `max = \"2h\"` or more, or lower `base`"
+            "`base = \"2h\"` is longer than the default `max` of `exponential(...)`, \"1h\", \
+             which caps every delay: add `max = \"2h\"` or more, or lower `base`"
         );
-        assert!(err(parse_quote!(linear(step = "1h 30m")))
-            .starts_with("`step` (1h 30m) is longer than the default `max` of `linear(...)` (1h)"));
+        assert!(err(parse_quote!(linear(step = "1h 30m"))).starts_with(
+            "`step = \"1h 30m\"` is longer than the default `max` of `linear(...)`, \"1h\","
+        ));
     }
 }
