@@ -7,7 +7,7 @@ use syn::punctuated::Punctuated;
 use syn::spanned::Spanned as _;
 use syn::{Expr, ExprAssign, ExprCall, ExprLit, ExprPath, Lit, Token};
 
-use crate::diag::{backticked, did_you_mean, Errors};
+use crate::diag::{backticked, closest, did_you_mean, distance, Errors};
 use crate::{duration, lit};
 
 /// The policies written out, for messages.
@@ -68,7 +68,7 @@ pub(crate) fn parse(value: &Expr) -> syn::Result<BackoffSpec> {
                     func,
                     format!(
                         "unknown backoff `{other}`: {}{FORMS}",
-                        did_you_mean(other, ["exponential", "fixed", "linear"])
+                        did_you_mean(other, POLICIES)
                     ),
                 )),
                 None => Err(syn::Error::new_spanned(
@@ -85,8 +85,44 @@ pub(crate) fn parse(value: &Expr) -> syn::Result<BackoffSpec> {
                 i,
                 format!("`{i}` needs arguments: {FORMS}"),
             )),
-            _ => Ok(BackoffSpec::Custom(path.clone())),
+            Some(i) => match misspelled(&i.to_string()) {
+                Some(policy) => Err(syn::Error::new_spanned(
+                    i,
+                    format!(
+                        "unknown backoff `{i}`: did you mean `{policy}`? {FORMS} (if `{i}` is \
+                         a function of yours, write `self::{i}`)"
+                    ),
+                )),
+                None => Ok(BackoffSpec::Custom(path.clone())),
+            },
+            None => Ok(BackoffSpec::Custom(path.clone())),
         },
+        Expr::Lit(ExprLit {
+            lit: Lit::Str(text),
+            ..
+        }) if POLICIES.contains(&text.value().trim())
+            || misspelled(text.value().trim()).is_some() =>
+        {
+            let word = text.value();
+            let policy = POLICIES
+                .into_iter()
+                .find(|p| *p == word.trim())
+                .or_else(|| misspelled(word.trim()))
+                .unwrap_or("exponential");
+            let hint = if policy == word.trim() {
+                String::new()
+            } else {
+                format!("did you mean `{policy}`? ")
+            };
+            Err(syn::Error::new(
+                text.span(),
+                format!(
+                    "`backoff` takes a policy, not a string: {hint}write it without quotes, \
+                     like `backoff = {}`",
+                    example(policy).trim_matches('`')
+                ),
+            ))
+        }
         Expr::Lit(ExprLit {
             lit: Lit::Str(text),
             ..
@@ -104,6 +140,19 @@ pub(crate) fn parse(value: &Expr) -> syn::Result<BackoffSpec> {
             format!("`backoff` has the wrong form: {FORMS}"),
         )),
     }
+}
+
+/// The built-in policies.
+const POLICIES: [&str; 3] = ["exponential", "fixed", "linear"];
+
+/// The policy a bare name that is not one most likely misspells: at most two edits
+/// away and not the policy extended, so that a function of the user's own called
+/// `linear_ms` or `fixed2` is taken as the path it is (a misspelling gets a
+/// did-you-mean instead of rustc's "cannot find value").
+fn misspelled(word: &str) -> Option<&'static str> {
+    let word = word.to_lowercase();
+    let policy = closest(&word, POLICIES)?;
+    (distance(&word, policy) <= 2 && !word.starts_with(policy)).then_some(policy)
 }
 
 /// Named arguments `name = value`, checked against `allowed`.
@@ -151,6 +200,7 @@ fn named<'a>(
 fn example(policy: &str) -> &'static str {
     match policy {
         "linear" => "`linear(step = \"10s\", max = \"10m\")`",
+        "fixed" => "`fixed(\"30s\")`",
         _ => "`exponential(base = \"1s\", max = \"1h\", jitter = 0.1)`",
     }
 }
@@ -399,7 +449,7 @@ mod tests {
             "`fixed` takes one delay: write `fixed(\"30s\")`"
         );
         assert!(err(parse_quote!(linear(max = "1m"))).starts_with("`linear` needs a `step`"));
-        assert!(err(parse_quote!("fixed")).starts_with("`backoff` has the wrong form: use"));
+        assert!(err(parse_quote!(5)).starts_with("`backoff` has the wrong form: use"));
         assert!(err(parse_quote!("30s")).starts_with(
             "`backoff` takes a policy, not a bare duration: write `fixed(\"30s\")` to wait"
         ));
@@ -410,6 +460,47 @@ mod tests {
                 .count(),
             2
         );
+    }
+
+    #[test]
+    fn misspelled_bare_names_get_a_did_you_mean() {
+        assert_eq!(
+            err(parse_quote!(exponentail)),
+            format!(
+                "unknown backoff `exponentail`: did you mean `exponential`? {FORMS} (if \
+                 `exponentail` is a function of yours, write `self::exponentail`)"
+            )
+        );
+        assert!(err(parse_quote!(lineer))
+            .starts_with("unknown backoff `lineer`: did you mean `linear`?"));
+        assert!(err(parse_quote!(Fixd)).contains("did you mean `fixed`?"));
+        for own in [
+            parse_quote!(linear_ms),
+            parse_quote!(fixed2),
+            parse_quote!(exponential_slow),
+            parse_quote!(retry_delay),
+            parse_quote!(self::exponentail),
+        ] {
+            assert!(
+                matches!(parse(&own), Ok(BackoffSpec::Custom(_))),
+                "{}",
+                quote::ToTokens::to_token_stream(&own)
+            );
+        }
+    }
+
+    #[test]
+    fn a_quoted_policy_is_written_without_quotes() {
+        assert_eq!(
+            err(parse_quote!("exponential")),
+            "`backoff` takes a policy, not a string: write it without quotes, like \
+             `backoff = exponential(base = \"1s\", max = \"1h\", jitter = 0.1)`"
+        );
+        assert!(err(parse_quote!("linaer")).starts_with(
+            "`backoff` takes a policy, not a string: did you mean `linear`? write it without \
+             quotes, like `backoff = linear(step = \"10s\", max = \"10m\")`"
+        ));
+        assert!(err(parse_quote!("sometimes")).starts_with("`backoff` has the wrong form"));
     }
 
     #[test]
