@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use proc_macro2::Span;
+use quote::ToTokens as _;
 use syn::punctuated::Punctuated;
 use syn::spanned::Spanned as _;
 use syn::{Expr, ExprAssign, ExprCall, ExprLit, ExprPath, Lit, Token};
@@ -71,10 +72,17 @@ pub(crate) fn parse(value: &Expr) -> syn::Result<BackoffSpec> {
                         did_you_mean(other, POLICIES)
                     ),
                 )),
-                None => Err(syn::Error::new_spanned(
-                    func,
-                    format!("unknown backoff: {FORMS}"),
-                )),
+                None => {
+                    let path = func.to_token_stream().to_string().replace(' ', "");
+                    Err(syn::Error::new_spanned(
+                        func,
+                        format!(
+                            "unknown backoff `{path}(...)`: write a built-in policy by its bare \
+                             name, like `exponential(...)`, and name a function of yours \
+                             without calling it, like `backoff = {path}`"
+                        ),
+                    ))
+                }
             }
         }
         Expr::Path(ExprPath {
@@ -83,7 +91,7 @@ pub(crate) fn parse(value: &Expr) -> syn::Result<BackoffSpec> {
             Some(i) if i == "exponential" => exponential(&Punctuated::new()),
             Some(i) if i == "fixed" || i == "linear" => Err(syn::Error::new_spanned(
                 i,
-                format!("`{i}` needs arguments: {FORMS}"),
+                format!("`{i}` needs arguments: write {}", example(&i.to_string())),
             )),
             Some(i) => match misspelled(&i.to_string()) {
                 Some(policy) => Err(syn::Error::new_spanned(
@@ -453,7 +461,13 @@ mod tests {
         assert!(err(parse_quote!("30s")).starts_with(
             "`backoff` takes a policy, not a bare duration: write `fixed(\"30s\")` to wait"
         ));
-        assert!(err(parse_quote!(fixed)).starts_with("`fixed` needs arguments"));
+        assert_eq!(
+            err(parse_quote!(fixed)),
+            "`fixed` needs arguments: write `fixed(\"30s\")`"
+        );
+        assert!(err(parse_quote!(retry::exponential(base = "1s"))).starts_with(
+            "unknown backoff `retry::exponential(...)`: write a built-in policy by its bare name"
+        ));
         assert_eq!(
             err(parse_quote!(exponential(base = "x", jitter = 2)))
                 .lines()
