@@ -181,7 +181,7 @@ pub(crate) fn check_fires(lit: &LitStr, expr: &str, tz: &str) -> syn::Result<()>
     };
     Err(syn::Error::new(
         lit.span(),
-        format!("cron expression {expr:?} never fires: {reason}"),
+        format!("the `cron` expression {expr:?} never fires: {reason}"),
     ))
 }
 
@@ -375,7 +375,7 @@ mod tests {
     fn impossible_dates_never_fire() {
         assert_eq!(
             fires_in("0 0 31 2 *", "UTC").unwrap_err(),
-            "cron expression \"0 0 31 2 *\" never fires: no date matches its day-of-month \
+            "the `cron` expression \"0 0 31 2 *\" never fires: no date matches its day-of-month \
              and month (no such date, like February 31); use a day each chosen month has, or \
              `L` for the last day of the month"
         );
