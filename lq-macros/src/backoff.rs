@@ -6,7 +6,7 @@ use proc_macro2::Span;
 use quote::ToTokens as _;
 use syn::punctuated::Punctuated;
 use syn::spanned::Spanned as _;
-use syn::{Expr, ExprAssign, ExprCall, ExprLit, ExprPath, Lit, Token};
+use syn::{Expr, ExprAssign, ExprCall, ExprLit, ExprPath, Lit, LitStr, Token};
 
 use crate::diag::{backticked, closest, did_you_mean, distance, Errors};
 use crate::{duration, lit};
@@ -108,46 +108,46 @@ pub(crate) fn parse(value: &Expr) -> syn::Result<BackoffSpec> {
         Expr::Lit(ExprLit {
             lit: Lit::Str(text),
             ..
-        }) if POLICIES.contains(&text.value().trim())
-            || misspelled(text.value().trim()).is_some() =>
-        {
-            let word = text.value();
-            let policy = POLICIES
-                .into_iter()
-                .find(|p| *p == word.trim())
-                .or_else(|| misspelled(word.trim()))
-                .unwrap_or("exponential");
-            let hint = if policy == word.trim() {
-                String::new()
-            } else {
-                format!("did you mean `{policy}`? ")
-            };
-            Err(syn::Error::new(
-                text.span(),
-                format!(
-                    "`backoff` takes a policy, not a string: {hint}write it without quotes, \
-                     like `backoff = {}`",
-                    example(policy).trim_matches('`')
-                ),
-            ))
-        }
-        Expr::Lit(ExprLit {
-            lit: Lit::Str(text),
-            ..
-        }) if humantime::parse_duration(text.value().trim()).is_ok() => Err(syn::Error::new(
+        }) => Err(string(text).unwrap_or_else(|| wrong_form(value))),
+        _ => Err(wrong_form(value)),
+    }
+}
+
+/// The error for a `backoff` of no form it takes.
+fn wrong_form(value: &Expr) -> syn::Error {
+    syn::Error::new_spanned(value, format!("`backoff` has the wrong form: {FORMS}"))
+}
+
+/// The error for a string that reads as what the user meant: a bare duration
+/// (`"30s"`), or a policy in quotes (`"exponential"`, or a misspelling of one).
+fn string(text: &LitStr) -> Option<syn::Error> {
+    let word = text.value();
+    let word = word.trim();
+    if humantime::parse_duration(word).is_ok() {
+        return Some(syn::Error::new(
             text.span(),
             format!(
-                "`backoff` takes a policy, not a bare duration: write `fixed({text:?})` to wait \
-                 that long after every failure, or `exponential(base = {text:?})` for delays \
-                 that grow from it",
-                text = text.value()
+                "`backoff` takes a policy, not a bare duration: write `fixed({word:?})` to wait \
+                 that long after every failure, or `exponential(base = {word:?})` for delays \
+                 that grow from it"
             ),
-        )),
-        _ => Err(syn::Error::new_spanned(
-            value,
-            format!("`backoff` has the wrong form: {FORMS}"),
-        )),
+        ));
     }
+    let (policy, hint) = match POLICIES.into_iter().find(|p| *p == word) {
+        Some(policy) => (policy, String::new()),
+        None => {
+            let policy = misspelled(word)?;
+            (policy, format!("did you mean `{policy}`? "))
+        }
+    };
+    Some(syn::Error::new(
+        text.span(),
+        format!(
+            "`backoff` takes a policy, not a string: {hint}write it without quotes, like \
+             `backoff = {}`",
+            example(policy).trim_matches('`')
+        ),
+    ))
 }
 
 /// The built-in policies.
