@@ -3,11 +3,12 @@
 use std::time::Duration;
 
 use proc_macro2::Span;
+use quote::ToTokens as _;
 use syn::punctuated::Punctuated;
 use syn::spanned::Spanned as _;
-use syn::{Expr, ExprAssign, ExprCall, ExprLit, ExprPath, Lit, Token};
+use syn::{Expr, ExprAssign, ExprCall, ExprLit, ExprPath, Lit, LitStr, Token};
 
-use crate::diag::{backticked, did_you_mean, Errors};
+use crate::diag::{backticked, closest, did_you_mean, distance, Errors};
 use crate::{duration, lit};
 
 /// The policies written out, for messages.
@@ -24,8 +25,6 @@ const JITTER: f64 = 0.1;
 /// Longest delay written in a policy: a hundred years of 365 days, as the runtime's
 /// `MOST_DELAY` (lq-runtime's `attempt.rs`), which caps every retry's delay.
 const MOST: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
-/// [`MOST`] as a duration string (humantime's year is 365.25 days, so not "100y").
-const MOST_TEXT: &str = "36500d";
 
 /// A validated retry policy.
 #[derive(Debug, Clone, PartialEq)]
@@ -70,13 +69,20 @@ pub(crate) fn parse(value: &Expr) -> syn::Result<BackoffSpec> {
                     func,
                     format!(
                         "unknown backoff `{other}`: {}{FORMS}",
-                        did_you_mean(other, ["exponential", "fixed", "linear"])
+                        did_you_mean(other, POLICIES)
                     ),
                 )),
-                None => Err(syn::Error::new_spanned(
-                    func,
-                    format!("unknown backoff: {FORMS}"),
-                )),
+                None => {
+                    let path = func.to_token_stream().to_string().replace(' ', "");
+                    Err(syn::Error::new_spanned(
+                        func,
+                        format!(
+                            "unknown backoff `{path}(...)`: write a built-in policy by its bare \
+                             name, like `exponential(...)`, and name a function of yours \
+                             without calling it, like `backoff = {path}`"
+                        ),
+                    ))
+                }
             }
         }
         Expr::Path(ExprPath {
@@ -85,27 +91,76 @@ pub(crate) fn parse(value: &Expr) -> syn::Result<BackoffSpec> {
             Some(i) if i == "exponential" => exponential(&Punctuated::new()),
             Some(i) if i == "fixed" || i == "linear" => Err(syn::Error::new_spanned(
                 i,
-                format!("`{i}` needs arguments: {FORMS}"),
+                format!("`{i}` needs arguments: write {}", example(&i.to_string())),
             )),
-            _ => Ok(BackoffSpec::Custom(path.clone())),
+            Some(i) => match misspelled(&i.to_string()) {
+                Some(policy) => Err(syn::Error::new_spanned(
+                    i,
+                    format!(
+                        "unknown backoff `{i}`: did you mean `{policy}`? {FORMS} (if `{i}` is \
+                         a function of yours, write `self::{i}`)"
+                    ),
+                )),
+                None => Ok(BackoffSpec::Custom(path.clone())),
+            },
+            None => Ok(BackoffSpec::Custom(path.clone())),
         },
         Expr::Lit(ExprLit {
             lit: Lit::Str(text),
             ..
-        }) if humantime::parse_duration(text.value().trim()).is_ok() => Err(syn::Error::new(
+        }) => Err(string(text).unwrap_or_else(|| wrong_form(value))),
+        _ => Err(wrong_form(value)),
+    }
+}
+
+/// The error for a `backoff` of no form it takes.
+fn wrong_form(value: &Expr) -> syn::Error {
+    syn::Error::new_spanned(value, format!("`backoff` has the wrong form: {FORMS}"))
+}
+
+/// The error for a string that reads as what the user meant: a bare duration
+/// (`"30s"`), or a policy in quotes (`"exponential"`, or a misspelling of one).
+fn string(text: &LitStr) -> Option<syn::Error> {
+    let word = text.value();
+    let word = word.trim();
+    if humantime::parse_duration(word).is_ok() {
+        return Some(syn::Error::new(
             text.span(),
             format!(
-                "`backoff` takes a policy, not a bare duration: write `fixed({text:?})` to wait \
-                 that long after every failure, or `exponential(base = {text:?})` for delays \
-                 that grow from it",
-                text = text.value()
+                "`backoff` takes a policy, not a bare duration: write `fixed({word:?})` to wait \
+                 that long after every failure, or `exponential(base = {word:?})` for delays \
+                 that grow from it"
             ),
-        )),
-        _ => Err(syn::Error::new_spanned(
-            value,
-            format!("`backoff` has the wrong form: {FORMS}"),
-        )),
+        ));
     }
+    let (policy, hint) = match POLICIES.into_iter().find(|p| *p == word) {
+        Some(policy) => (policy, String::new()),
+        None => {
+            let policy = misspelled(word)?;
+            (policy, format!("did you mean `{policy}`? "))
+        }
+    };
+    Some(syn::Error::new(
+        text.span(),
+        format!(
+            "`backoff` takes a policy, not a string: {hint}write it without quotes, like \
+             `backoff = {}`",
+            example(policy).trim_matches('`')
+        ),
+    ))
+}
+
+/// The built-in policies.
+const POLICIES: [&str; 3] = ["exponential", "fixed", "linear"];
+
+/// The policy a bare name that is not one most likely misspells: at most two edits
+/// away and not the policy extended, so that a function of the user's own called
+/// `linear_ms` or `fixed2` is taken as the path it is (a misspelling gets a
+/// did-you-mean instead of rustc's "cannot find value").
+fn misspelled(word: &str) -> Option<&'static str> {
+    let word = word.to_lowercase();
+    let policy = closest(&word, POLICIES)?;
+    (distance(&word, policy) <= 2 && !word.starts_with(policy)).then_some(policy)
 }
 
 /// Named arguments `name = value`, checked against `allowed`.
@@ -153,6 +208,7 @@ fn named<'a>(
 fn example(policy: &str) -> &'static str {
     match policy {
         "linear" => "`linear(step = \"10s\", max = \"10m\")`",
+        "fixed" => "`fixed(\"30s\")`",
         _ => "`exponential(base = \"1s\", max = \"1h\", jitter = 0.1)`",
     }
 }
@@ -252,8 +308,9 @@ fn delay(what: &str, value: &Expr) -> syn::Result<duration::Spanned> {
         return Err(syn::Error::new(
             d.lit.span(),
             format!(
-                "`{what}` must be at most \"{MOST_TEXT}\" (a hundred years of 365 days, the \
-                 longest the runtime puts off a retry), got {:?}",
+                "`{what}` must be at most {} (a hundred years of 365 days, the longest the \
+                 runtime puts off a retry), got {:?}",
+                duration::quoted(MOST),
                 d.lit.value()
             ),
         ));
@@ -295,20 +352,20 @@ fn check_max(
     if max >= value {
         return Ok(());
     }
-    let (value, max) = (duration::show(value), duration::show(max));
+    let (value, max) = (duration::quoted(value), duration::quoted(max));
     let (span, message) = match max_span {
         Some(span) => (
             span,
             format!(
-                "`max` ({max}) is shorter than `{first}` ({value}): raise `max` or lower `{first}`"
+                "`max = {max}` is shorter than `{first} = {value}`: raise `max` or lower \
+                 `{first}`"
             ),
         ),
         None => (
             first_span.unwrap_or_else(|| args.span()),
             format!(
-                "`{first}` ({value}) is longer than the default `max` of `{policy}(...)` \
-                 ({max}), which caps every delay: add `max = \"{value}\"` or more, or lower \
-                 `{first}`"
+                "`{first} = {value}` is longer than the default `max` of `{policy}(...)`, \
+                 {max}, which caps every delay: add `max = {value}` or more, or lower `{first}`"
             ),
         ),
     };
@@ -389,28 +446,75 @@ mod tests {
             .starts_with("name the arguments of `exponential(...)`"));
         assert_eq!(
             err(parse_quote!(exponential(base = "2m", max = "1m"))),
-            "`max` (1m) is shorter than `base` (2m): raise `max` or lower `base`"
+            "`max = \"1m\"` is shorter than `base = \"2m\"`: raise `max` or lower `base`"
         );
         assert_eq!(
             err(parse_quote!(linear(step = "2m", max = "1m"))),
-            "`max` (1m) is shorter than `step` (2m): raise `max` or lower `step`"
+            "`max = \"1m\"` is shorter than `step = \"2m\"`: raise `max` or lower `step`"
         );
         assert_eq!(
             err(parse_quote!(fixed())),
             "`fixed` takes one delay: write `fixed(\"30s\")`"
         );
         assert!(err(parse_quote!(linear(max = "1m"))).starts_with("`linear` needs a `step`"));
-        assert!(err(parse_quote!("fixed")).starts_with("`backoff` has the wrong form: use"));
+        assert!(err(parse_quote!(5)).starts_with("`backoff` has the wrong form: use"));
         assert!(err(parse_quote!("30s")).starts_with(
             "`backoff` takes a policy, not a bare duration: write `fixed(\"30s\")` to wait"
         ));
-        assert!(err(parse_quote!(fixed)).starts_with("`fixed` needs arguments"));
+        assert_eq!(
+            err(parse_quote!(fixed)),
+            "`fixed` needs arguments: write `fixed(\"30s\")`"
+        );
+        assert!(err(parse_quote!(retry::exponential(base = "1s"))).starts_with(
+            "unknown backoff `retry::exponential(...)`: write a built-in policy by its bare name"
+        ));
         assert_eq!(
             err(parse_quote!(exponential(base = "x", jitter = 2)))
                 .lines()
                 .count(),
             2
         );
+    }
+
+    #[test]
+    fn misspelled_bare_names_get_a_did_you_mean() {
+        assert_eq!(
+            err(parse_quote!(exponentail)),
+            format!(
+                "unknown backoff `exponentail`: did you mean `exponential`? {FORMS} (if \
+                 `exponentail` is a function of yours, write `self::exponentail`)"
+            )
+        );
+        assert!(err(parse_quote!(lineer))
+            .starts_with("unknown backoff `lineer`: did you mean `linear`?"));
+        assert!(err(parse_quote!(Fixd)).contains("did you mean `fixed`?"));
+        for own in [
+            parse_quote!(linear_ms),
+            parse_quote!(fixed2),
+            parse_quote!(exponential_slow),
+            parse_quote!(retry_delay),
+            parse_quote!(self::exponentail),
+        ] {
+            assert!(
+                matches!(parse(&own), Ok(BackoffSpec::Custom(_))),
+                "{}",
+                quote::ToTokens::to_token_stream(&own)
+            );
+        }
+    }
+
+    #[test]
+    fn a_quoted_policy_is_written_without_quotes() {
+        assert_eq!(
+            err(parse_quote!("exponential")),
+            "`backoff` takes a policy, not a string: write it without quotes, like \
+             `backoff = exponential(base = \"1s\", max = \"1h\", jitter = 0.1)`"
+        );
+        assert!(err(parse_quote!("linaer")).starts_with(
+            "`backoff` takes a policy, not a string: did you mean `linear`? write it without \
+             quotes, like `backoff = linear(step = \"10s\", max = \"10m\")`"
+        ));
+        assert!(err(parse_quote!("sometimes")).starts_with("`backoff` has the wrong form"));
     }
 
     #[test]
@@ -469,10 +573,11 @@ mod tests {
     fn without_max_the_default_cap_is_named() {
         assert_eq!(
             err(parse_quote!(exponential(base = "2h"))),
-            "`base` (2h) is longer than the default `max` of `exponential(...)` (1h), which caps \
-             every delay: add `max = \"2h\"` or more, or lower `base`"
+            "`base = \"2h\"` is longer than the default `max` of `exponential(...)`, \"1h\", \
+             which caps every delay: add `max = \"2h\"` or more, or lower `base`"
         );
-        assert!(err(parse_quote!(linear(step = "1h 30m")))
-            .starts_with("`step` (1h 30m) is longer than the default `max` of `linear(...)` (1h)"));
+        assert!(err(parse_quote!(linear(step = "1h 30m"))).starts_with(
+            "`step = \"1h 30m\"` is longer than the default `max` of `linear(...)`, \"1h\","
+        ));
     }
 }

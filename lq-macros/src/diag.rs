@@ -71,7 +71,7 @@ pub(crate) fn backticked<'a>(items: impl IntoIterator<Item = &'a str>) -> String
 }
 
 /// Levenshtein distance between two strings, by characters.
-fn distance(a: &str, b: &str) -> usize {
+pub(crate) fn distance(a: &str, b: &str) -> usize {
     let b: Vec<char> = b.chars().collect();
     let mut prev: Vec<usize> = (0..=b.len()).collect();
     for (i, ca) in a.chars().enumerate() {

@@ -51,7 +51,7 @@ pub(crate) fn parse_at_least(what: &str, value: &Expr, min: Duration) -> syn::Re
             d.lit.span(),
             format!(
                 "`{what}` must be at least {}, got {:?}",
-                show(min),
+                quoted(min),
                 d.lit.value()
             ),
         ));
@@ -74,7 +74,7 @@ pub(crate) fn parse_between(
             d.lit.span(),
             format!(
                 "`{what}` must be at most {}, got {:?}: {why_max}",
-                show(max),
+                quoted(max),
                 d.lit.value()
             ),
         ));
@@ -82,9 +82,45 @@ pub(crate) fn parse_between(
     Ok(d)
 }
 
-/// A duration as humans write it: `1s`, `1h 30m`.
+/// A duration as it is written in `#[job(...)]`, so a message can show a limit the
+/// user can copy: `"1s"`, `"1h 30m"`, `"24h"`, `"36500d"`.
+///
+/// Units are `d h m s ms us ns`, largest first, each one only when not zero. Days
+/// appear only from two days up: a user writes a day as `"24h"` (the attribute docs
+/// do too), and humantime's `"1day"` is not how anyone writes it.
 pub(crate) fn show(d: Duration) -> String {
-    humantime::format_duration(d).to_string()
+    const DAY: u64 = 24 * 3600;
+    let secs = d.as_secs();
+    let (days, rest) = if secs >= 2 * DAY {
+        (secs / DAY, secs % DAY)
+    } else {
+        (0, secs)
+    };
+    let nanos = d.subsec_nanos();
+    let parts = [
+        (days, "d"),
+        (rest / 3600, "h"),
+        (rest % 3600 / 60, "m"),
+        (rest % 60, "s"),
+        (u64::from(nanos / 1_000_000), "ms"),
+        (u64::from(nanos / 1_000 % 1_000), "us"),
+        (u64::from(nanos % 1_000), "ns"),
+    ];
+    let text: Vec<String> = parts
+        .iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, unit)| format!("{n}{unit}"))
+        .collect();
+    if text.is_empty() {
+        "0s".to_owned()
+    } else {
+        text.join(" ")
+    }
+}
+
+/// [`show`] in double quotes, as the string literal to write: `"24h"`.
+pub(crate) fn quoted(d: Duration) -> String {
+    format!("\"{}\"", show(d))
 }
 
 /// A `::core::time::Duration` constant expression for `d`.
@@ -139,7 +175,30 @@ mod tests {
     fn enforces_minimum() {
         let e =
             parse_at_least("lease", &parse_quote!("500ms"), Duration::from_secs(1)).unwrap_err();
-        assert_eq!(e.to_string(), "`lease` must be at least 1s, got \"500ms\"");
+        assert_eq!(
+            e.to_string(),
+            "`lease` must be at least \"1s\", got \"500ms\""
+        );
+    }
+
+    #[test]
+    fn shows_limits_as_they_are_written() {
+        let s = |secs| show(Duration::from_secs(secs));
+        assert_eq!(s(1), "1s");
+        assert_eq!(s(5400), "1h 30m");
+        assert_eq!(s(24 * 3600), "24h");
+        assert_eq!(s(100 * 365 * 24 * 3600), "36500d");
+        assert_eq!(s(49 * 3600), "2d 1h");
+        assert_eq!(s(0), "0s");
+        assert_eq!(show(Duration::from_millis(1)), "1ms");
+        assert_eq!(show(Duration::from_nanos(1_500)), "1us 500ns");
+        assert_eq!(quoted(Duration::from_secs(86_400)), "\"24h\"");
+        for secs in [1, 59, 61, 5400, 86_400, 49 * 3600, 3_153_600_000] {
+            let d = Duration::from_secs(secs);
+            assert_eq!(humantime::parse_duration(&show(d)), Ok(d), "{}", show(d));
+        }
+        let d = Duration::new(90_061, 2_003_004);
+        assert_eq!(humantime::parse_duration(&show(d)), Ok(d), "{}", show(d));
     }
 
     #[test]

@@ -21,9 +21,12 @@ pub(crate) fn expand(spec: &JobSpec, krate: &TokenStream) -> TokenStream {
     let unique_key = unique_key(spec);
     let type_name = format!("::{}", syn::ext::IdentExt::unraw(ty));
     let cron = spec.cron.as_ref().map(|_| cron_payload(ty));
+    let backoff_fn = custom_backoff(spec);
     quote! {
         const _: () = {
             use #krate as __lq;
+
+            #backoff_fn
 
             const __LQ_OPTIONS: __lq::JobOptions = #options;
 
@@ -117,7 +120,7 @@ fn options(spec: &JobSpec) -> TokenStream {
     let queue = &spec.queue;
     let priority = spec.priority;
     let max_attempts = spec.max_attempts;
-    let backoff = backoff(&spec.backoff, &spec.ident);
+    let backoff = backoff(&spec.backoff);
     let timeout = match spec.timeout {
         Some(d) => {
             let d = duration::tokens(d);
@@ -159,8 +162,8 @@ fn options(spec: &JobSpec) -> TokenStream {
     }
 }
 
-/// The `Backoff` value, for the type `ty`.
-fn backoff(spec: &BackoffSpec, ty: &syn::Ident) -> TokenStream {
+/// The `Backoff` value (a custom function is [`custom_backoff`]'s constant).
+fn backoff(spec: &BackoffSpec) -> TokenStream {
     match spec {
         BackoffSpec::Default => quote!(__lq::Backoff::DEFAULT),
         BackoffSpec::Exponential { base, max, jitter } => {
@@ -176,11 +179,26 @@ fn backoff(spec: &BackoffSpec, ty: &syn::Ident) -> TokenStream {
             let (step, max) = (duration::tokens(*step), duration::tokens(*max));
             quote!(__lq::Backoff::Linear { step: #step, max: #max })
         }
-        BackoffSpec::Custom(path) => {
-            let path = without_self(path, ty);
-            quote!(__lq::Backoff::Custom(#path))
-        }
+        BackoffSpec::Custom(_) => quote!(__lq::Backoff::Custom(__LQ_BACKOFF_FN)),
     }
+}
+
+/// For `backoff = path`, the constant `__LQ_BACKOFF_FN` that [`backoff`] puts in
+/// `Backoff::Custom`: the user's function coerced to the `fn(u32) -> Duration`
+/// pointer that variant holds.
+///
+/// The coercion is its own item so that a function of another signature, or a
+/// value that is no function, is one "expected fn pointer `fn(u32) -> Duration`"
+/// error at the path as written, instead of an argument error on lq-core's
+/// `Backoff::Custom` that points into lq-core's source.
+fn custom_backoff(spec: &JobSpec) -> Option<TokenStream> {
+    let BackoffSpec::Custom(path) = &spec.backoff else {
+        return None;
+    };
+    let path = without_self(path, &spec.ident);
+    Some(quote! {
+        const __LQ_BACKOFF_FN: fn(u32) -> ::core::time::Duration = #path;
+    })
 }
 
 /// `path` with a leading `Self` (`Self::retry_delay`, an associated function) read as
@@ -303,7 +321,13 @@ mod tests {
         assert!(out.contains("default_payload :: < T > ()"), "{out}");
         assert!(out.contains("assert_cron_default :: < T >"), "{out}");
         assert!(
-            out.contains("__lq :: Backoff :: Custom (my :: slow)"),
+            out.contains(
+                "const __LQ_BACKOFF_FN : fn (u32) -> :: core :: time :: Duration = my :: slow ;"
+            ),
+            "{out}"
+        );
+        assert!(
+            out.contains("backoff : __lq :: Backoff :: Custom (__LQ_BACKOFF_FN)"),
             "{out}"
         );
     }
@@ -314,15 +338,12 @@ mod tests {
             #[job(backoff = Self::retry_delay)]
             struct r#Retry { id: u8 }
         });
-        assert!(
-            out.contains("__lq :: Backoff :: Custom (r#Retry :: retry_delay)"),
-            "{out}"
-        );
+        assert!(out.contains("Duration = r#Retry :: retry_delay ;"), "{out}");
         let out = expand_str(parse_quote! {
             #[job(backoff = retry::Self_)]
             struct T;
         });
-        assert!(out.contains("Custom (retry :: Self_)"), "{out}");
+        assert!(out.contains("Duration = retry :: Self_ ;"), "{out}");
     }
 
     #[test]

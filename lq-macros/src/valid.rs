@@ -396,7 +396,7 @@ mod tests {
             #[job(lease = "500ms")]
             struct A;
         ));
-        assert_eq!(e, "`lease` must be at least 1s, got \"500ms\"");
+        assert_eq!(e, "`lease` must be at least \"1s\", got \"500ms\"");
         let e = err(parse_quote!(
             #[job(timeout = "0s")]
             struct A;
@@ -409,7 +409,7 @@ mod tests {
             #[job(timeout = "10us")]
             struct A;
         ));
-        assert!(e.starts_with("`timeout` must be at least 1ms"), "{e}");
+        assert!(e.starts_with("`timeout` must be at least \"1ms\""), "{e}");
         let e = err(parse_quote!(
             #[job(cron_tz = "UTC", cron_catch_up = "once")]
             struct A;

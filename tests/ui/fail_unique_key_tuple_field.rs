@@ -1,0 +1,8 @@
+use lq_runtime::Job;
+use serde::{Deserialize, Serialize};
+
+#[derive(Serialize, Deserialize, Job)]
+#[job(unique_key = "welcome:{user_id}")]
+struct SendWelcomeEmail(i64);
+
+fn main() {}
