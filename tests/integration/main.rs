@@ -23,6 +23,7 @@ mod outcomes;
 mod polling;
 mod queues;
 mod reclaim;
+mod revoked_grant;
 mod roles;
 mod runtime;
 mod shutdown;

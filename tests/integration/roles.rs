@@ -56,7 +56,7 @@ const PRODUCER_PRIVILEGES: &[&str] = &[
 ];
 
 /// The grants of a role that runs a runtime; docs/roles.md shows the same.
-const WORKER_GRANTS: &str = "
+pub(crate) const WORKER_GRANTS: &str = "
     grant usage on schema lq to {role};
     grant select, insert, update, delete on lq.jobs, lq.finished_jobs to {role};
     grant select, insert, update on lq.cron_schedules to {role};
