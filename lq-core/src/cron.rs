@@ -253,6 +253,21 @@ pub struct FireReport {
 /// `now` overrides the database clock (for tests that simulate time); in
 /// production pass `None`. `payload` is the JSON of one tick's job. `missed`
 /// is a [`CatchUp`], or a [`MissedTicks`] that also says how late a tick may be.
+/// The runtime's leader calls it for every recurring kind; call it yourself to
+/// fire a schedule from a script or a test, with no runtime running. The
+/// schedule's row is made on the first call, which fires nothing: ticks count
+/// from then.
+///
+/// ```no_run
+/// # async fn f(conn: &mut sqlx::PgConnection) -> Result<(), lq_core::Error> {
+/// use lq_core::{cron::{fire_due, Schedule}, CatchUp, JobOptions};
+///
+/// let schedule = Schedule::parse("0 3 * * *", "Europe/Paris")?;
+/// let options = JobOptions { queue: "reports", ..JobOptions::DEFAULT };
+/// let report = fire_due(conn, "app.nightly_report", &options, &schedule, CatchUp::Once, "{}", None).await?;
+/// println!("enqueued {} jobs, next tick at {:?}", report.fired.len(), report.next_tick);
+/// # Ok(()) }
+/// ```
 pub async fn fire_due(
     conn: &mut PgConnection,
     kind: &str,
