@@ -10,12 +10,13 @@ use maud::{html, Markup, DOCTYPE};
 use crate::{access::Access, api::asset_version, context::Ctx};
 
 /// The sections in the navigation bar: path and label.
-const NAV: [(&str, &str); 5] = [
+const NAV: [(&str, &str); 6] = [
     ("/", "Overview"),
     ("/jobs", "Jobs"),
     ("/queues", "Queues"),
     ("/cron", "Cron"),
     ("/runtimes", "Runtimes"),
+    ("/doctor", "Doctor"),
 ];
 
 /// What every delete confirmation says before its button.

@@ -184,6 +184,7 @@ pub(crate) fn build(pool: PgPool, config: WebConfig, login: Option<String>) -> R
         .route("/queues/{name}/{action}", post(actions::queue))
         .route("/cron", get(pages::cron::page))
         .route("/runtimes", get(pages::runtimes::page))
+        .route("/doctor", get(pages::doctor::page))
         .route("/health", get(api::health))
         .route("/api/stats", get(api::stats))
         .route("/assets/lq.css", get(api::css))

@@ -69,6 +69,7 @@ async fn a_role_with_select_only_sees_everything_and_its_actions_are_refused_wit
         "/queues",
         "/cron",
         "/runtimes",
+        "/doctor",
     ] {
         get(&app, page).await.expect(StatusCode::OK);
     }

@@ -253,6 +253,44 @@ async fn queues_cron_and_runtimes_pages_show_what_the_database_holds() {
         .has("badge leader");
 }
 
+/// The doctor page shows every check of `control::doctor`, the failing ones
+/// marked, and does not refresh itself (its checks walk the backlog).
+#[tokio::test]
+async fn the_doctor_page_shows_each_check_and_marks_the_failing_ones() {
+    let (db, app) = support::full().await;
+    mails(&db, 2).await;
+    let checks = control::doctor(&db.pool).await.unwrap();
+    // Queued jobs no live runtime serves: the unserved check fails.
+    let unserved = checks.iter().find(|c| c.name == "unserved").unwrap();
+    assert!(!unserved.ok, "{unserved:?}");
+    let page = get(&app, "/doctor").await;
+    page.expect(StatusCode::OK)
+        .has(&format!(
+            "{} of {} checks need an operator.",
+            checks.iter().filter(|c| !c.ok).count(),
+            checks.len()
+        ))
+        .has(r#"<a class="current" href="/doctor">Doctor</a>"#);
+    for c in &checks {
+        let at = page
+            .body
+            .find(&format!(r#"<tr data-check="{}">"#, c.name))
+            .unwrap_or_else(|| panic!("no row for {}", c.name));
+        let row = &page.body[at..at + page.body[at..].find("</tr>").unwrap()];
+        let badge = if c.ok { "ok" } else { "needs you" };
+        assert!(row.contains(&format!(">{badge}</span>")), "{row}");
+        assert!(
+            row.contains(&maud::html! { (c.detail) }.into_string()),
+            "{row}"
+        );
+    }
+    assert!(get(&app, "/runtimes").await.body.contains("data-refresh="));
+    assert!(
+        !page.body.contains("data-refresh"),
+        "the doctor page refreshed itself"
+    );
+}
+
 #[tokio::test]
 async fn health_stats_and_assets_answer() {
     let (db, app) = support::full().await;
@@ -307,6 +345,7 @@ async fn every_page_carries_the_security_headers_and_a_csrf_token_its_forms_echo
         "/queues",
         "/cron",
         "/runtimes",
+        "/doctor",
         "/nope",
     ] {
         let r = get(&app, path).await;
@@ -417,7 +456,15 @@ async fn an_unreachable_database_is_a_503_page() {
         .connect_lazy("postgres://postgres@127.0.0.1:1/none")
         .unwrap();
     let app = lq_web::router(pool, WebConfig::new());
-    for path in ["/", "/jobs", "/jobs/1", "/queues", "/cron", "/runtimes"] {
+    for path in [
+        "/",
+        "/jobs",
+        "/jobs/1",
+        "/queues",
+        "/cron",
+        "/runtimes",
+        "/doctor",
+    ] {
         get(&app, path)
             .await
             .expect(StatusCode::SERVICE_UNAVAILABLE)
