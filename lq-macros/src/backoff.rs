@@ -153,14 +153,34 @@ fn string(text: &LitStr) -> Option<syn::Error> {
 /// The built-in policies.
 const POLICIES: [&str; 3] = ["exponential", "fixed", "linear"];
 
-/// The policy a bare name that is not one most likely misspells: at most two edits
-/// away and not the policy extended, so that a function of the user's own called
-/// `linear_ms` or `fixed2` is taken as the path it is (a misspelling gets a
-/// did-you-mean instead of rustc's "cannot find value").
+/// The policy a bare name that is not one most likely misspells: one edit away or
+/// two letters swapped (two edits for `exponential`), not the policy extended and
+/// not a raw identifier, so
+/// that a function of the user's own called `linear_ms`, `fixed2` or `r#fixed` is
+/// taken as the path it is (a misspelling gets a did-you-mean instead of rustc's
+/// "cannot find value").
 fn misspelled(word: &str) -> Option<&'static str> {
+    if word.starts_with("r#") {
+        return None; // a raw identifier is written on purpose
+    }
     let word = word.to_lowercase();
     let policy = closest(&word, POLICIES)?;
-    (distance(&word, policy) <= 2 && !word.starts_with(policy)).then_some(policy)
+    // Two edits for `exponential`; for the short names one, or two letters
+    // swapped, so that a function of the user's own such as `linger` is not
+    // taken for one.
+    let d = distance(&word, policy);
+    let near = d <= 1 || (d == 2 && (policy.len() > 6 || swapped(&word, policy)));
+    (near && !word.starts_with(policy)).then_some(policy)
+}
+
+/// Whether `a` is `b` with two neighbouring letters swapped (`linaer`).
+fn swapped(a: &str, b: &str) -> bool {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    if a.len() != b.len() {
+        return false;
+    }
+    let differ: Vec<usize> = (0..a.len()).filter(|&i| a[i] != b[i]).collect();
+    matches!(differ[..], [i, j] if j == i + 1 && a[i] == b[j] && a[j] == b[i])
 }
 
 /// Named arguments `name = value`, checked against `allowed`.
@@ -488,12 +508,15 @@ mod tests {
         assert!(err(parse_quote!(lineer))
             .starts_with("unknown backoff `lineer`: did you mean `linear`?"));
         assert!(err(parse_quote!(Fixd)).contains("did you mean `fixed`?"));
+        assert!(err(parse_quote!(lienar)).contains("did you mean `linear`?"));
         for own in [
             parse_quote!(linear_ms),
             parse_quote!(fixed2),
             parse_quote!(exponential_slow),
             parse_quote!(retry_delay),
             parse_quote!(self::exponentail),
+            parse_quote!(r#fixed),
+            parse_quote!(linger),
         ] {
             assert!(
                 matches!(parse(&own), Ok(BackoffSpec::Custom(_))),

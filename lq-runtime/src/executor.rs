@@ -50,6 +50,8 @@ pub(crate) fn spawn(shared: Arc<Shared>, queue: Arc<str>, job: ClaimedJob, slot:
                     attempt,
                 };
                 let outcome = Outcome::PanickedOutside(msg);
+                // The outcome's writer reports a lost lease, not the heartbeat.
+                shared.inflight.set_writing(id, token, true);
                 Box::pin(record(&shared, job, outcome, None)).await;
                 shared.inflight.remove(id, token);
             }
@@ -476,6 +478,11 @@ async fn release(
             }
         }
         Ok(_) => {
+            // The heartbeat stays silent about a job being handed back: say it here.
+            warn!(
+                id,
+                "lease lost before the job was handed back: another worker may run it"
+            );
             Stats::add(&shared.stats.lease_lost, 1);
             if let Some((t, _)) = tally {
                 t.finished(Recorded::LeaseLost);

@@ -4,10 +4,8 @@
 //! a prepared transaction), not every session that began one.
 
 use lq_core::db::{self, maintenance::JobTable};
-use lq_runtime::{control, EnqueueOptions, Job};
+use lq_runtime::control;
 use lq_tests::TestDb;
-
-use crate::jobs::Noop;
 use sqlx::{Connection, PgConnection};
 
 /// The doctor's figures, read on a connection of `db`'s pool.
@@ -202,16 +200,36 @@ impl Drop for Slot {
     }
 }
 
-/// A replication slot nobody reads keeps every WAL segment written since: the
-/// doctor names it, with the WAL it keeps, until it is dropped. Needs a free
-/// slot (`max_replication_slots`, 10 by default): skipped, saying so, on a
-/// server without one.
+/// Slots this test made in runs that were killed before they could drop them
+/// (named `lq_doctor_{unix seconds}_{random}`), ten minutes on: a slot outlives
+/// its session and keeps WAL for the whole server.
+async fn drop_leaked_slots(pool: &sqlx::PgPool) {
+    sqlx::raw_sql(
+        "select pg_drop_replication_slot(slot_name) from pg_replication_slots
+         where not active and slot_name ~ '^lq_doctor_[0-9]+_[0-9a-f]+$'
+           and split_part(slot_name, '_', 3)::bigint < extract(epoch from now()) - 600",
+    )
+    .execute(pool)
+    .await
+    .unwrap();
+}
+
+/// A replication slot nobody reads is listed by name with the WAL it keeps
+/// (under the bound, as here, the check still passes; past it, or holding back
+/// vacuum, it fails: the unit tests judge those), until it is dropped. Needs a
+/// free slot (`max_replication_slots`, 10 by default) and a role that may make
+/// one: skipped, saying so, otherwise.
 #[tokio::test]
 async fn a_replication_slot_without_a_reader_is_named_until_dropped() {
     let db = TestDb::new().await;
+    drop_leaked_slots(&db.pool).await;
+    let epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
     let slot = Slot {
         url: db.url.clone(),
-        name: format!("lq_doctor_{:08x}", fastrand::u32(..)),
+        name: format!("lq_doctor_{epoch}_{:08x}", fastrand::u32(..)),
     };
     // Reserves WAL at once, as a standby's slot does once it has connected.
     let created = sqlx::query("select pg_create_physical_replication_slot($1, true)")
@@ -220,32 +238,24 @@ async fn a_replication_slot_without_a_reader_is_named_until_dropped() {
         .await;
     if let Err(e) = created {
         // 53400: every slot taken; 55000: slots off (max_replication_slots = 0,
-        // or wal_level = minimal).
+        // or wal_level = minimal); 42501: a role without REPLICATION.
         let code = e.as_database_error().and_then(|d| d.code());
         assert!(
-            matches!(code.as_deref(), Some("53400" | "55000")),
+            matches!(code.as_deref(), Some("53400" | "55000" | "42501")),
             "creating a slot: {e}"
         );
-        eprintln!("skipped: this server has no free replication slot ({e})");
+        eprintln!("skipped: no replication slot can be made here ({e})");
         return;
     }
-    // WAL written after the slot reserved its start.
-    Noop::enqueue_many(
-        &db.pool,
-        (0..500).map(|n| Noop { n }),
-        EnqueueOptions::new(),
-    )
-    .await
-    .unwrap();
     let slots = check(&db.pool, "replication slots").await;
-    assert!(!slots.ok, "{slots:?}");
     let named = slots
         .detail
         .split("; ")
         .find(|s| s.starts_with(&slot.name))
         .unwrap_or_else(|| panic!("{} not named: {}", slot.name, slots.detail));
     assert!(
-        named.contains("(physical, no reader) keeps") && !named.contains("keeps no WAL"),
+        named.starts_with(&format!("{} (physical, no reader) keeps ", slot.name))
+            && named.contains(" of WAL"),
         "{named}"
     );
     let name = slot.name.clone();

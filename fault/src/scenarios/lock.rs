@@ -54,10 +54,19 @@ pub(super) async fn run(st: &mut Stage<'_>) -> Result<Fleet> {
             .await
             .context("taking the lock")?;
         st.info(format!("lock {k}: lq.jobs locked for {hold:?}"));
-        // The lock is the fault: it is held for its time whatever the workers do.
-        tokio::time::sleep(hold / 2).await;
-        let waiting = sessions_waiting_on_the_table(st).await?;
-        tokio::time::sleep(hold - hold / 2).await;
+        // The lock is the fault: it is held for its time whatever the workers do,
+        // counting the worker sessions queued behind it every half second.
+        let until = tokio::time::Instant::now() + hold;
+        let mut waiting = 0;
+        while tokio::time::Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(500).min(until - tokio::time::Instant::now()))
+                .await;
+            waiting = waiting.max(sessions_waiting_on_the_table(st).await?);
+        }
+        st.check(
+            waiting > 0,
+            format!("lock {k}: no worker session ever waited on it: the fault missed"),
+        );
         for e in fleet.supervise()? {
             st.fail(format!(
                 "worker {} exited while the table was locked: {}",
@@ -68,7 +77,7 @@ pub(super) async fn run(st: &mut Stage<'_>) -> Result<Fleet> {
         let at = probe::db_now(&st.pool).await?;
         operator.close().await?;
         st.note(format!(
-            "lock {k} held {hold:?}: {waiting} worker sessions waiting on it half way"
+            "lock {k} held {hold:?}: up to {waiting} worker sessions waiting on it at once"
         ));
         released.push((k, at));
     }

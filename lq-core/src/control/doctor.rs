@@ -88,7 +88,7 @@ pub async fn doctor(pool: &PgPool) -> Result<Vec<Check>, Error> {
     if !usable {
         return Ok(checks);
     }
-    let (f, unserved, idle_slots) = pinned(pool, "doctor", |conn| {
+    let (f, unserved, (idle_slots, slot_wal_bound)) = pinned(pool, "doctor", |conn| {
         Box::pin(async move {
             let f = db::doctor::doctor_figures(conn, STALE_LEASE.as_secs_f64()).await?;
             let unserved = db::doctor::doctor_unserved(conn).await?;
@@ -135,7 +135,7 @@ pub async fn doctor(pool: &PgPool) -> Result<Vec<Check>, Error> {
             }
         ),
     });
-    checks.push(slots_check(&idle_slots));
+    checks.push(slots_check(&idle_slots, slot_wal_bound));
     let total = f.jobs_live_rows + f.jobs_dead_rows;
     let dead_share = if total > 0 {
         f.jobs_dead_rows as f64 / total as f64
@@ -197,11 +197,12 @@ pub async fn doctor(pool: &PgPool) -> Result<Vec<Check>, Error> {
 }
 
 /// The replication slots' check: every slot no client reads, with the WAL it
-/// keeps and whether it holds back vacuum. A slot whose standby or CDC client
-/// is gone for good keeps WAL until the disk fills and the server stops; one
-/// whose client is only restarting is seen here too, so the advice is to drop
-/// the slots whose consumer is gone, not every one named.
-fn slots_check(idle: &[db::doctor::IdleSlot]) -> Check {
+/// keeps and whether it holds back vacuum. A reader that is only restarting (a
+/// standby reconnecting, a CDC connector, a client polling between reads) leaves
+/// its slot idle for a while, so a slot is a finding only once it keeps more
+/// than `wal_bound` bytes of WAL, or holds back vacuum, which swells `lq.jobs`
+/// while it lasts.
+fn slots_check(idle: &[db::doctor::IdleSlot], wal_bound: i64) -> Check {
     if idle.is_empty() {
         return Check {
             name: "replication slots",
@@ -209,29 +210,53 @@ fn slots_check(idle: &[db::doctor::IdleSlot]) -> Check {
             detail: "no replication slot without a reader keeps WAL".to_owned(),
         };
     }
+    let mut failing = Vec::new();
     let named: Vec<String> = idle
         .iter()
         .map(|s| {
+            let over = s.kept_wal_bytes.is_some_and(|b| b > wal_bound);
+            if over || s.holds_back_vacuum {
+                failing.push(s.name.as_str());
+            }
             let wal = match s.kept_wal_bytes {
                 Some(b) => format!("keeps {} of WAL", wal_size(b)),
-                None => "keeps no WAL".to_owned(),
+                None => "keeps WAL from an unknown position".to_owned(),
             };
             let vacuum = if s.holds_back_vacuum {
                 " and holds back vacuum"
             } else {
                 ""
             };
-            format!("{} ({}, no reader) {wal}{vacuum}", s.name, s.kind)
+            let database = match &s.database {
+                Some(d) => format!(" on {d}"),
+                None => String::new(),
+            };
+            format!("{} ({}{database}, no reader) {wal}{vacuum}", s.name, s.kind)
         })
         .collect();
+    let Some(first) = failing.first() else {
+        return Check {
+            name: "replication slots",
+            ok: true,
+            detail: format!(
+                "{}: each under {} of WAL and holding back no vacuum",
+                named.join("; "),
+                wal_size(wal_bound)
+            ),
+        };
+    };
     Check {
         name: "replication slots",
         ok: false,
         detail: format!(
-            "{}: a slot keeps every WAL segment written since its reader left (a queue \
-             writes about a kilobyte a job) until the disk fills; drop a slot whose \
-             standby or client is gone: select pg_drop_replication_slot('name')",
-            named.join("; ")
+            "{}: a slot keeps every WAL segment written since the position its reader last \
+             confirmed (a queue writes about a kilobyte a job) until the disk fills, or until \
+             max_slot_wal_keep_size invalidates it and its standby must be rebuilt; over {} \
+             or holding back vacuum: {}. Drop a slot whose standby or client is gone, as a \
+             role with REPLICATION: select pg_drop_replication_slot('{first}')",
+            named.join("; "),
+            wal_size(wal_bound),
+            failing.join(", ")
         ),
     }
 }
@@ -269,23 +294,52 @@ mod tests {
         assert_eq!(wal_size(5 << 50), "5120.0 TB");
     }
 
-    #[test]
-    fn a_slot_without_a_reader_fails_the_check_by_name() {
-        let slots = [db::doctor::IdleSlot {
-            name: "old_standby".to_owned(),
+    fn idle(name: &str, kept: Option<i64>, holds_back_vacuum: bool) -> db::doctor::IdleSlot {
+        db::doctor::IdleSlot {
+            name: name.to_owned(),
             kind: "physical".to_owned(),
-            kept_wal_bytes: Some(48 * 1024 * 1024),
-            holds_back_vacuum: true,
-        }];
-        let c = slots_check(&slots);
-        assert!(!c.ok);
+            database: None,
+            kept_wal_bytes: kept,
+            holds_back_vacuum,
+        }
+    }
+
+    #[test]
+    fn an_idle_slot_is_a_finding_past_the_wal_bound_or_when_it_holds_back_vacuum() {
+        const GB: i64 = 1 << 30;
+        let small = idle("restarting_standby", Some(48 << 20), false);
+        let c = slots_check(std::slice::from_ref(&small), GB);
+        assert!(c.ok, "{c:?}");
         assert!(
-            c.detail.starts_with(
-                "old_standby (physical, no reader) keeps 48.0 MB of WAL and holds back vacuum: "
-            ),
+            c.detail
+                .starts_with("restarting_standby (physical, no reader) keeps 48.0 MB of WAL"),
             "{}",
             c.detail
         );
-        assert!(slots_check(&[]).ok);
+        let big = idle("old_standby", Some(3 * GB), false);
+        let c = slots_check(&[small, big], GB);
+        assert!(!c.ok);
+        assert!(
+            c.detail
+                .contains("over 1.0 GB or holding back vacuum: old_standby."),
+            "{}",
+            c.detail
+        );
+        assert!(
+            c.detail
+                .ends_with("pg_drop_replication_slot('old_standby')"),
+            "{}",
+            c.detail
+        );
+        let feedback = idle("hot_standby", Some(1 << 20), true);
+        let c = slots_check(&[feedback], GB);
+        assert!(!c.ok);
+        assert!(
+            c.detail
+                .contains("keeps 1.0 MB of WAL and holds back vacuum"),
+            "{}",
+            c.detail
+        );
+        assert!(slots_check(&[], GB).ok);
     }
 }

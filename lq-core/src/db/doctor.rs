@@ -105,8 +105,11 @@ pub struct IdleSlot {
     pub name: String,
     /// `physical` (a standby's) or `logical` (a change-data-capture client's).
     pub kind: String,
-    /// WAL bytes the server keeps for the slot, written since its consumer
-    /// last confirmed; `None` when the slot reserves no WAL.
+    /// The database of a logical slot; `None` for a physical one.
+    pub database: Option<String>,
+    /// WAL bytes the server keeps for the slot: written since the position its
+    /// reader last confirmed. `None` when the slot reserves no WAL, or on a
+    /// standby that has replayed nothing yet.
     pub kept_wal_bytes: Option<i64>,
     /// The slot has an `xmin`: vacuum keeps every row version deleted since,
     /// in every table of the server (a standby's `hot_standby_feedback`).
@@ -114,13 +117,16 @@ pub struct IdleSlot {
 }
 
 /// The server's replication slots that no client is reading from and that still
-/// keep WAL or hold back vacuum, the largest keeper first. A queue writes WAL
-/// with every claim and completion (about a kilobyte a job), so a slot whose
-/// standby or CDC client is gone fills the server's disk with it; on a standby
-/// the kept WAL is measured from the last replayed position.
-pub async fn doctor_idle_slots(conn: &mut PgConnection) -> Result<Vec<IdleSlot>, Error> {
-    sqlx::query_as(
-        "select s.slot_name::text as name, s.slot_type as kind,
+/// keep WAL or hold back vacuum, the largest keeper first, and the WAL a slot
+/// may keep before it is a finding: `max_wal_size`, at least 1 GB. A queue
+/// writes WAL with every claim and completion (about a kilobyte a job), so a
+/// slot whose standby or CDC client is gone keeps more and more of it. On a
+/// standby the kept WAL is measured from the last replayed position. Slots a
+/// PostgreSQL 17 standby keeps in step with its primary's (`synced`) are never
+/// read there, and are left out.
+pub async fn doctor_idle_slots(conn: &mut PgConnection) -> Result<(Vec<IdleSlot>, i64), Error> {
+    let slots = sqlx::query_as(
+        "select s.slot_name::text as name, s.slot_type as kind, s.database::text as database,
                 pg_catalog.pg_wal_lsn_diff(
                     case when pg_catalog.pg_is_in_recovery() then pg_catalog.pg_last_wal_replay_lsn()
                          else pg_catalog.pg_current_wal_lsn() end,
@@ -128,9 +134,18 @@ pub async fn doctor_idle_slots(conn: &mut PgConnection) -> Result<Vec<IdleSlot>,
                 s.xmin is not null as holds_back_vacuum
          from pg_catalog.pg_replication_slots s
          where not s.active and (s.restart_lsn is not null or s.xmin is not null)
+           and not coalesce((pg_catalog.to_jsonb(s) ->> 'synced')::bool, false)
          order by s.restart_lsn nulls last, s.slot_name",
     )
     .fetch_all(&mut *conn)
     .await
-    .map_err(err("doctor_idle_slots"))
+    .map_err(err("doctor_idle_slots"))?;
+    let bound: i64 = sqlx::query_scalar(
+        "select greatest(pg_catalog.pg_size_bytes(pg_catalog.current_setting('max_wal_size')),
+                         1073741824)::int8",
+    )
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(err("doctor_idle_slots"))?;
+    Ok((slots, bound))
 }
