@@ -237,6 +237,16 @@ async fn every_page(db: &TestDb, browser: &Browser, base: &str) {
     );
     browser.screenshot("runtimes").await;
 
+    client.goto(&format!("{base}/doctor")).await.unwrap();
+    let doctor = text(client).await;
+    for expected in ["Doctor", "autovacuum", "replication slots", "leader"] {
+        assert!(
+            doctor.contains(expected),
+            "doctor page lacks {expected}:\n{doctor}"
+        );
+    }
+    browser.screenshot("doctor").await;
+
     // A bad filter is a page that says what is wrong, not a blank one.
     client.goto(&format!("{base}/jobs?id=abc")).await.unwrap();
     let bad = text(client).await;
