@@ -59,8 +59,8 @@ pub(super) async fn run(st: &mut Stage<'_>) -> Result<Fleet> {
         let until = tokio::time::Instant::now() + hold;
         let mut waiting = 0;
         while tokio::time::Instant::now() < until {
-            tokio::time::sleep(Duration::from_millis(500).min(until - tokio::time::Instant::now()))
-                .await;
+            let left = until.saturating_duration_since(tokio::time::Instant::now());
+            tokio::time::sleep(Duration::from_millis(500).min(left)).await;
             waiting = waiting.max(sessions_waiting_on_the_table(st).await?);
         }
         st.check(

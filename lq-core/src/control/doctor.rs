@@ -68,9 +68,9 @@ pub struct Check {
 /// autovacuum, the oldest open transaction, replication slots no client reads
 /// (they keep WAL until the disk fills, and may hold back vacuum), dead rows in
 /// `lq.jobs`, queued jobs no live runtime would run, expired leases no one
-/// rescues, and whether a leader exists while runtimes run. Every check is reported, passing or not,
-/// except when the schema check fails: then it is the only one (the others read
-/// tables a missing or newer schema may not have).
+/// rescues, and whether a leader exists while runtimes run. Every check is
+/// reported, passing or not, except when the schema check fails: then it is the
+/// only one (the others read tables a missing or newer schema may not have).
 ///
 /// ```no_run
 /// # async fn f(pool: sqlx::PgPool) -> Result<(), lq_core::Error> {
