@@ -206,8 +206,10 @@ impl Drop for Slot {
 async fn drop_leaked_slots(pool: &sqlx::PgPool) {
     sqlx::raw_sql(
         "select pg_drop_replication_slot(slot_name) from pg_replication_slots
-         where not active and slot_name ~ '^lq_doctor_[0-9]+_[0-9a-f]+$'
-           and split_part(slot_name, '_', 3)::bigint < extract(epoch from now()) - 600",
+         where not active
+           and case when slot_name ~ '^lq_doctor_[0-9]{1,12}_[0-9a-f]+$'
+                    then split_part(slot_name, '_', 3)::bigint < extract(epoch from now()) - 600
+                    else false end",
     )
     .execute(pool)
     .await
