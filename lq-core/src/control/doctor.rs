@@ -88,7 +88,7 @@ pub async fn doctor(pool: &PgPool) -> Result<Vec<Check>, Error> {
     if !usable {
         return Ok(checks);
     }
-    let (f, unserved, (idle_slots, slot_wal_bound)) = pinned(pool, "doctor", |conn| {
+    let (f, unserved, idle_slots) = pinned(pool, "doctor", |conn| {
         Box::pin(async move {
             let f = db::doctor::doctor_figures(conn, STALE_LEASE.as_secs_f64()).await?;
             let unserved = db::doctor::doctor_unserved(conn).await?;
@@ -135,7 +135,7 @@ pub async fn doctor(pool: &PgPool) -> Result<Vec<Check>, Error> {
             }
         ),
     });
-    checks.push(slots_check(&idle_slots, slot_wal_bound));
+    checks.push(slots_check(&idle_slots, f.slot_wal_bound));
     let total = f.jobs_live_rows + f.jobs_dead_rows;
     let dead_share = if total > 0 {
         f.jobs_dead_rows as f64 / total as f64
@@ -210,30 +210,12 @@ fn slots_check(idle: &[db::doctor::IdleSlot], wal_bound: i64) -> Check {
             detail: "no replication slot without a reader keeps WAL".to_owned(),
         };
     }
-    let mut failing = Vec::new();
-    let named: Vec<String> = idle
+    let failing: Vec<&str> = idle
         .iter()
-        .map(|s| {
-            let over = s.kept_wal_bytes.is_some_and(|b| b > wal_bound);
-            if over || s.holds_back_vacuum {
-                failing.push(s.name.as_str());
-            }
-            let wal = match s.kept_wal_bytes {
-                Some(b) => format!("keeps {} of WAL", wal_size(b)),
-                None => "keeps WAL from an unknown position".to_owned(),
-            };
-            let vacuum = if s.holds_back_vacuum {
-                " and holds back vacuum"
-            } else {
-                ""
-            };
-            let database = match &s.database {
-                Some(d) => format!(" on {d}"),
-                None => String::new(),
-            };
-            format!("{} ({}{database}, no reader) {wal}{vacuum}", s.name, s.kind)
-        })
+        .filter(|s| s.holds_back_vacuum || s.kept_wal_bytes.is_some_and(|b| b > wal_bound))
+        .map(|s| s.name.as_str())
         .collect();
+    let named: Vec<String> = idle.iter().map(describe_slot).collect();
     let Some(first) = failing.first() else {
         return Check {
             name: "replication slots",
@@ -259,6 +241,26 @@ fn slots_check(idle: &[db::doctor::IdleSlot], wal_bound: i64) -> Check {
             failing.join(", ")
         ),
     }
+}
+
+/// One idle slot as the check lists it: name, kind (and database), the WAL it
+/// keeps, and whether it holds back vacuum.
+fn describe_slot(s: &db::doctor::IdleSlot) -> String {
+    let wal = match s.kept_wal_bytes {
+        Some(b) => format!("keeps {} of WAL", wal_size(b)),
+        None => "keeps WAL from an unknown position".to_owned(),
+    };
+    let vacuum = if s.holds_back_vacuum {
+        " and holds back vacuum"
+    } else {
+        ""
+    };
+    let database = s
+        .database
+        .as_ref()
+        .map(|d| format!(" on {d}"))
+        .unwrap_or_default();
+    format!("{} ({}{database}, no reader) {wal}{vacuum}", s.name, s.kind)
 }
 
 /// `bytes` of WAL in the largest unit that keeps it above one (`512 B`,

@@ -34,6 +34,9 @@ pub struct Figures {
     /// Live runtimes, and whether one holds a valid leader lease.
     pub live_runtimes: i64,
     pub has_leader: bool,
+    /// WAL bytes a replication slot without a reader may keep before it is a
+    /// finding: `max_wal_size`, at least 1 GB.
+    pub slot_wal_bound: i64,
 }
 
 /// Reads [`Figures`]; `stale_secs` is how long past its expiry an unrescued
@@ -69,7 +72,9 @@ pub async fn doctor_figures(conn: &mut PgConnection, stale_secs: f64) -> Result<
               where state = 'running'
                 and lease_expires_at < pg_catalog.now() - make_interval(secs => $1)) as expired_leases,
              (select count(*) from lq.runtimes where expires_at >= pg_catalog.now()) as live_runtimes,
-             exists (select from lq.leader where expires_at >= pg_catalog.now()) as has_leader",
+             exists (select from lq.leader where expires_at >= pg_catalog.now()) as has_leader,
+             greatest(pg_catalog.pg_size_bytes(pg_catalog.current_setting('max_wal_size')),
+                      1073741824)::int8 as slot_wal_bound",
     )
     .bind(stale_secs)
     .fetch_one(&mut *conn)
@@ -117,15 +122,14 @@ pub struct IdleSlot {
 }
 
 /// The server's replication slots that no client is reading from and that still
-/// keep WAL or hold back vacuum, the largest keeper first, and the WAL a slot
-/// may keep before it is a finding: `max_wal_size`, at least 1 GB. A queue
-/// writes WAL with every claim and completion (about a kilobyte a job), so a
-/// slot whose standby or CDC client is gone keeps more and more of it. On a
-/// standby the kept WAL is measured from the last replayed position. Slots a
-/// PostgreSQL 17 standby keeps in step with its primary's (`synced`) are never
-/// read there, and are left out.
-pub async fn doctor_idle_slots(conn: &mut PgConnection) -> Result<(Vec<IdleSlot>, i64), Error> {
-    let slots = sqlx::query_as(
+/// keep WAL or hold back vacuum, the largest keeper first (judged against
+/// [`Figures::slot_wal_bound`]). A queue writes WAL with every claim and
+/// completion (about a kilobyte a job), so a slot whose standby or CDC client is
+/// gone keeps more and more of it. On a standby the kept WAL is measured from the
+/// last replayed position. Slots a PostgreSQL 17 standby keeps in step with its
+/// primary's (`synced`) are never read there, and are left out.
+pub async fn doctor_idle_slots(conn: &mut PgConnection) -> Result<Vec<IdleSlot>, Error> {
+    sqlx::query_as(
         "select s.slot_name::text as name, s.slot_type as kind, s.database::text as database,
                 pg_catalog.pg_wal_lsn_diff(
                     case when pg_catalog.pg_is_in_recovery() then pg_catalog.pg_last_wal_replay_lsn()
@@ -139,13 +143,5 @@ pub async fn doctor_idle_slots(conn: &mut PgConnection) -> Result<(Vec<IdleSlot>
     )
     .fetch_all(&mut *conn)
     .await
-    .map_err(err("doctor_idle_slots"))?;
-    let bound: i64 = sqlx::query_scalar(
-        "select greatest(pg_catalog.pg_size_bytes(pg_catalog.current_setting('max_wal_size')),
-                         1073741824)::int8",
-    )
-    .fetch_one(&mut *conn)
-    .await
-    .map_err(err("doctor_idle_slots"))?;
-    Ok((slots, bound))
+    .map_err(err("doctor_idle_slots"))
 }
