@@ -16,7 +16,7 @@ use std::{future::Future, pin::Pin, sync::Arc, time::Duration};
 
 use lq_core::{
     chain, db,
-    db::maintenance::{JobTable, JobTableStats},
+    db::maintenance::{JobTable, JobTableStats, Upkeep},
 };
 use sqlx::{Connection, PgConnection};
 use tracing::{debug, info, warn, Instrument};
@@ -38,6 +38,14 @@ const CHECK_EVERY: Duration = Duration::from_secs(1);
 /// sustained`, measured when finished jobs still stayed in `lq.jobs`).
 const MIN_DEAD: i64 = 20_000;
 const DEAD_FRACTION: f64 = 0.02;
+/// A vacuum refreshes the table's column statistics too only when they are at
+/// least this old (or were never gathered), the pace of autovacuum's default
+/// `autovacuum_naptime`. A draining queue is vacuumed every second, and an
+/// ANALYZE each time was 4 % of PostgreSQL's CPU in a drain (`bench/FINDINGS.md`,
+/// "Stop 50"), for statistics the claim does not read: its plan is fixed
+/// ([`lq_core::db::HOT_PATH_SETTINGS`]), and every vacuum refreshes the row count
+/// the planner scales estimates by.
+const ANALYZE_EVERY: Duration = Duration::from_secs(60);
 /// An open transaction older than this may hold a snapshot that keeps dead
 /// rows from every vacuum (a `pg_dump`, a long report).
 const PINNED_AFTER: Duration = Duration::from_secs(60);
@@ -47,10 +55,23 @@ const CANCEL_AGAIN: Duration = Duration::from_millis(100);
 /// What to do about a table now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Need {
-    /// Vacuum (and analyze): dead rows passed the bound.
+    /// Vacuum: dead rows passed the bound.
     vacuum: bool,
-    /// Analyze only: the table was never analyzed and autovacuum will not do it.
+    /// Analyze: with the vacuum, statistics older than [`ANALYZE_EVERY`]; on its
+    /// own, a table never analyzed that autovacuum will not analyze soon.
     analyze: bool,
+}
+
+impl Need {
+    /// The statement's work, or `None` for nothing to do.
+    fn upkeep(self) -> Option<Upkeep> {
+        match (self.vacuum, self.analyze) {
+            (true, true) => Some(Upkeep::VacuumAnalyze),
+            (true, false) => Some(Upkeep::Vacuum),
+            (false, true) => Some(Upkeep::Analyze),
+            (false, false) => None,
+        }
+    }
 }
 
 /// Dead rows tolerated in `t`: `MIN_DEAD`, or `DEAD_FRACTION` of its live rows.
@@ -109,16 +130,22 @@ impl Tended {
 
 /// Vacuum whenever dead rows pass `MIN_DEAD` or `DEAD_FRACTION` of the live rows
 /// (beyond the `unremovable` ones the last vacuum left), whether or not
-/// autovacuum is on; analyze a table that holds rows but was never analyzed,
+/// autovacuum is on, and analyze with it if the statistics are older than
+/// [`ANALYZE_EVERY`]; analyze a table that holds rows but was never analyzed,
 /// unless autovacuum is on and will do it soon. Nothing if this role may not
 /// vacuum the table (the server would only warn).
 fn decide(t: &JobTableStats, unremovable: i64) -> Need {
+    let vacuum = t.may_vacuum && t.dead > bound(t).saturating_add(unremovable);
+    let stale = t
+        .analyzed_secs_ago
+        .is_none_or(|secs| secs >= ANALYZE_EVERY.as_secs() as i64);
+    let never_analyzed = t.may_vacuum
+        && t.analyzed_secs_ago.is_none()
+        && t.live + t.modified_since_analyze > 1000
+        && (t.autovacuum_off || t.modified_since_analyze > 1000);
     Need {
-        vacuum: t.may_vacuum && t.dead > bound(t).saturating_add(unremovable),
-        analyze: t.may_vacuum
-            && !t.analyzed
-            && t.live + t.modified_since_analyze > 1000
-            && (t.autovacuum_off || t.modified_since_analyze > 1000),
+        vacuum,
+        analyze: (vacuum && stale) || never_analyzed,
     }
 }
 
@@ -174,9 +201,9 @@ async fn tend(shared: &Shared, table: JobTable, tended: &mut Tended) {
             "autovacuum is off for this table and this runtime's role does not own it, so nothing vacuums it and claims will slow down: turn autovacuum on, or run one runtime as the owner"
         );
     }
-    if !(need.vacuum || need.analyze) {
+    let Some(upkeep) = need.upkeep() else {
         return;
-    }
+    };
     if need.vacuum && !*warned {
         *warned = true;
         if stats.autovacuum_off {
@@ -230,7 +257,7 @@ async fn tend(shared: &Shared, table: JobTable, tended: &mut Tended) {
             let vacuum = db::timed(
                 "job_table_vacuum",
                 bound,
-                db::maintenance::job_table_vacuum(&mut conn, table, need.vacuum, bound),
+                db::maintenance::job_table_vacuum(&mut conn, table, upkeep, bound),
             );
             tokio::pin!(vacuum);
             tokio::select! {
@@ -256,7 +283,7 @@ async fn tend(shared: &Shared, table: JobTable, tended: &mut Tended) {
             let after = read_stats(shared, table).await;
             debug!(
                 table = table.name(),
-                vacuum = need.vacuum,
+                ?upkeep,
                 dead = stats.dead,
                 left = after.as_ref().map(|t| t.dead),
                 "vacuumed/analyzed"
@@ -321,7 +348,7 @@ mod tests {
             live,
             dead,
             modified_since_analyze: 0,
-            analyzed: true,
+            analyzed_secs_ago: Some(1),
             autovacuum_off: false,
             may_vacuum: true,
         }
@@ -386,7 +413,7 @@ mod tests {
     fn a_role_that_may_not_vacuum_does_nothing() {
         let t = JobTableStats {
             may_vacuum: false,
-            analyzed: false,
+            analyzed_secs_ago: None,
             autovacuum_off: true,
             ..table(100_000, 1_000_000)
         };
@@ -402,7 +429,7 @@ mod tests {
     #[test]
     fn a_never_analyzed_table_is_analyzed_unless_autovacuum_is_on_and_it_barely_changed() {
         let never = |autovacuum_off, modified_since_analyze| JobTableStats {
-            analyzed: false,
+            analyzed_secs_ago: None,
             autovacuum_off,
             modified_since_analyze,
             ..table(5_000, 0)
@@ -411,5 +438,27 @@ mod tests {
         assert!(!decide(&never(false, 0), 0).analyze);
         assert!(decide(&never(false, 5_000), 0).analyze);
         assert!(!decide(&table(5_000, 0), 0).analyze);
+    }
+
+    fn upkeep(t: &JobTableStats) -> Option<Upkeep> {
+        decide(t, 0).upkeep()
+    }
+
+    #[test]
+    fn a_vacuum_analyzes_only_statistics_a_minute_old_or_never_gathered() {
+        let dead = |analyzed_secs_ago| JobTableStats {
+            analyzed_secs_ago,
+            ..table(100_000, 50_000)
+        };
+        assert_eq!(upkeep(&dead(Some(59))), Some(Upkeep::Vacuum));
+        assert_eq!(upkeep(&dead(Some(60))), Some(Upkeep::VacuumAnalyze));
+        assert_eq!(upkeep(&dead(None)), Some(Upkeep::VacuumAnalyze));
+        // Old statistics alone are autovacuum's to refresh, not a reason to run.
+        assert_eq!(upkeep(&table(100_000, 0)), None);
+        let old = JobTableStats {
+            analyzed_secs_ago: Some(3_600),
+            ..table(100_000, 0)
+        };
+        assert_eq!(upkeep(&old), None);
     }
 }

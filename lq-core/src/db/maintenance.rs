@@ -134,8 +134,9 @@ pub struct JobTableStats {
     pub dead: i64,
     /// Rows changed since the last analyze.
     pub modified_since_analyze: i64,
-    /// The table was analyzed at least once (by ANALYZE or autovacuum).
-    pub analyzed: bool,
+    /// Whole seconds since the table was last analyzed (by ANALYZE, a vacuum
+    /// that analyzed, or autovacuum); `None` if it never was.
+    pub analyzed_secs_ago: Option<i64>,
     /// Autovacuum is off, server-wide or for the table.
     pub autovacuum_off: bool,
     /// This role may vacuum and analyze the table (it owns it, or is a superuser).
@@ -150,7 +151,8 @@ pub async fn job_table_stats(
     sqlx::query_as(
         "select n_live_tup as live, n_dead_tup as dead,
                 n_mod_since_analyze as modified_since_analyze,
-                coalesce(last_analyze, last_autoanalyze) is not null as analyzed,
+                floor(extract(epoch from now() - greatest(last_analyze, last_autoanalyze)))::int8
+                    as analyzed_secs_ago,
                 current_setting('autovacuum') = 'off'
                     or coalesce((select not option_value::bool
                                  from pg_options_to_table(c.reloptions)
@@ -165,8 +167,18 @@ pub async fn job_table_stats(
     .map_err(err("job_table_stats"))
 }
 
-/// Vacuums and analyzes `table` (or only analyzes it), skipping it if another
-/// vacuum holds it.
+/// What [`job_table_vacuum`] does to a table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Upkeep {
+    /// Vacuum: remove dead rows (and refresh the row count the planner scales by).
+    Vacuum,
+    /// Vacuum, then refresh the column statistics.
+    VacuumAnalyze,
+    /// Only refresh the column statistics.
+    Analyze,
+}
+
+/// Runs `upkeep` on `table`, skipping it if another vacuum holds it.
 ///
 /// A vacuum may run longer than the connection's `statement_timeout` allows other
 /// statements, so it runs under `bound` (the client's own bound for it): the
@@ -176,14 +188,18 @@ pub async fn job_table_stats(
 pub async fn job_table_vacuum(
     conn: &mut PgConnection,
     table: JobTable,
-    vacuum: bool,
+    upkeep: Upkeep,
     bound: std::time::Duration,
 ) -> Result<(), Error> {
-    let sql = match (table, vacuum) {
-        (JobTable::Live, true) => "vacuum (analyze, skip_locked) lq.jobs",
-        (JobTable::Live, false) => "analyze (skip_locked) lq.jobs",
-        (JobTable::Finished, true) => "vacuum (analyze, skip_locked) lq.finished_jobs",
-        (JobTable::Finished, false) => "analyze (skip_locked) lq.finished_jobs",
+    let sql = match (table, upkeep) {
+        (JobTable::Live, Upkeep::Vacuum) => "vacuum (skip_locked) lq.jobs",
+        (JobTable::Live, Upkeep::VacuumAnalyze) => "vacuum (analyze, skip_locked) lq.jobs",
+        (JobTable::Live, Upkeep::Analyze) => "analyze (skip_locked) lq.jobs",
+        (JobTable::Finished, Upkeep::Vacuum) => "vacuum (skip_locked) lq.finished_jobs",
+        (JobTable::Finished, Upkeep::VacuumAnalyze) => {
+            "vacuum (analyze, skip_locked) lq.finished_jobs"
+        }
+        (JobTable::Finished, Upkeep::Analyze) => "analyze (skip_locked) lq.finished_jobs",
     };
     let (name, value) = super::statement_timeout_within(bound);
     sqlx::query("select pg_catalog.set_config($1, $2, false)")
