@@ -3,7 +3,8 @@
 -- psql -d lq_bench -v chunks=10 -f claim_plan_at_backlog.sql   (chunks = millions of jobs; empties lq.jobs first)
 -- Add `set jit = off;` before the prepare to compare.
 -- The statement is the claim as it was at stop 28, when this ran; since stop 29 the runtime
--- mints the lease tokens and passes them as $6 (lq-core/src/db/claim.rs).
+-- mints the lease tokens and passes them as $6, and since stop 51 its update finds the locked
+-- rows by ctid, not id (lq-core/src/db/claim.rs).
 \timing on
 truncate lq.jobs, lq.finished_jobs;
 select format($f$insert into lq.jobs (kind, queue, payload, max_attempts)

@@ -108,11 +108,20 @@ impl<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow> for ClaimedJob {
 /// start the attempt, and its lease, at the start of the wait (a wait longer than
 /// the lease would hand the rescuer jobs a healthy worker holds), so it reads
 /// `statement_timestamp()`.
+///
+/// The update finds each locked row by its tuple id (`ctid`), not its primary
+/// key, which saves an index probe per job. The lock leaves the row's newest
+/// version in `picked`, and nothing can move it before the update in the same
+/// statement. One case differs from a probe by id: a row the claim's snapshot
+/// saw queued, which another claim then took and handed back (or the rescuer
+/// freed) before this claim's scan reached it, is locked by a queued version the
+/// snapshot cannot see, so the update skips it. It stays queued, its attempt
+/// not counted, and the hand-back's wake-up brings the next claim to it.
 macro_rules! claim_statement {
     ($gate:literal, $clock:literal) => {
         concat!(
             "picked as materialized (
-             select id from lq.jobs
+             select ctid from lq.jobs
              where ",
             claimable_in!("$1", $clock),
             " and ",
@@ -131,8 +140,8 @@ macro_rules! claim_statement {
                  lease_expires_at = ",
             $clock,
             " + make_interval(secs => ($5::float8[])[array_position($2::text[], j.kind)])
-             from rows from (unnest(array(select id from picked)), unnest($6::uuid[])) as lease(id, token)
-             where j.id = lease.id
+             from rows from (unnest(array(select ctid from picked)), unnest($6::uuid[])) as lease(tid, token)
+             where j.ctid = lease.tid
              returning j.id, j.kind, j.payload::text as payload, j.attempts, j.max_attempts, j.lease_token,
                        j.run_at, j.created_at, j.started_at, j.meta::text as meta
          )
@@ -157,13 +166,14 @@ pub const MOST_CLAIM_SLOTS: u32 = 64;
 /// more than `limit` rows. `lease_secs[i]` is the lease for `kinds[i]`. The attempt
 /// is counted here, so a job that kills its worker still runs out of attempts.
 /// Each job gets a random lease token of its own, minted in Rust (one read of the
-/// OS random source per claim) and paired with the claimed ids in the statement.
+/// OS random source per claim) and paired with the claimed rows in the statement.
 ///
 /// The runtime runs it on connections that force one generic plan, with table
 /// scans and sorts ruled out ([`super::HOT_PATH_SETTINGS`]): the pickup
-/// index in order, then the primary key. That saves a fresh plan per claim, which
-/// cost as much as a third of a 100-row claim; left to choose, PostgreSQL keeps
-/// planning anew, because a generic `limit $3` is costed as a tenth of the table.
+/// index in order, then each locked row by its tuple id. That saves a fresh
+/// plan per claim, which cost as much as a third of a 100-row claim; left to
+/// choose, PostgreSQL keeps planning anew, because a generic `limit $3` is
+/// costed as a tenth of the table.
 /// The runtime claims through [`job_claim_gated`]; this one has no bound on the
 /// claims in flight.
 pub async fn job_claim(

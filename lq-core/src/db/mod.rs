@@ -229,8 +229,8 @@ pub const SEARCH_PATH: &str = "pg_catalog,pg_temp";
 /// may be made while `lq.jobs` is empty or was never analyzed, when a scan of the
 /// whole table looks cheapest, and it would stay in use as the table grows (one
 /// measured at 300,000 rows: 205 ms per claim instead of 1.7 ms). Both statements
-/// only ever need the pickup index in order and the primary key, so on these
-/// connections full scans, bitmap scans and sorts are ruled out.
+/// only ever need the pickup index in order, tuple ids and the primary key, so on
+/// these connections full scans, bitmap scans and sorts are ruled out.
 ///
 /// JIT compilation is off too: the generic plan costs `limit $3` as a tenth of the
 /// table, so from about ten million queued jobs its estimate passes
