@@ -41,8 +41,10 @@ const DEAD_FRACTION: f64 = 0.02;
 /// A vacuum refreshes the table's column statistics too only when they are at
 /// least this old (or were never gathered), the pace of autovacuum's default
 /// `autovacuum_naptime`. A draining queue is vacuumed every second, and an
-/// ANALYZE each time was 4 % of PostgreSQL's CPU in a drain (`bench/FINDINGS.md`,
-/// "Stop 50"), for statistics the claim does not read: its plan is fixed
+/// ANALYZE each time was 4 % of PostgreSQL's CPU in a drain (of 200,000 queued
+/// rows it took 264–342 ms on the benchmark host, against 44–72 ms for the
+/// vacuum: `bench/FINDINGS.md`, stops 50 and 51), for statistics the claim does
+/// not read: its plan is fixed
 /// ([`lq_core::db::HOT_PATH_SETTINGS`]), and every vacuum refreshes the row count
 /// the planner scales estimates by.
 const ANALYZE_EVERY: Duration = Duration::from_secs(60);

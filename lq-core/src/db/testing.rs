@@ -52,9 +52,10 @@ pub struct ClaimedForTest {
 /// Claims the best ready job of `kinds` in `queues` for the testing helpers'
 /// in-task runner: the claim of [`super::claim::job_claim`] (attempt counted,
 /// lease minted), one job at a time (so it finds its row by id and mints the
-/// token on the server, where the runtime's batches save both costs), optionally no newer than `max_id` (a
-/// single pass over the jobs there at the start) or only job `only_id`. A paused
-/// queue is drained too: the runner is a test tool, not a worker.
+/// token on the server, where the runtime's batches save both costs),
+/// optionally no newer than `max_id` (a single pass over the jobs there at the
+/// start) or only job `only_id`. A paused queue is drained too: the runner is a
+/// test tool, not a worker.
 pub async fn job_claim_for_test(
     conn: &mut PgConnection,
     queues: &[String],
