@@ -44,9 +44,8 @@ const DEAD_FRACTION: f64 = 0.02;
 /// ANALYZE each time was 4 % of PostgreSQL's CPU in a drain (of 200,000 queued
 /// rows it took 264–342 ms on the benchmark host, against 44–72 ms for the
 /// vacuum: `bench/FINDINGS.md`, stops 50 and 51), for statistics the claim does
-/// not read: its plan is fixed
-/// ([`lq_core::db::HOT_PATH_SETTINGS`]), and every vacuum refreshes the row count
-/// the planner scales estimates by.
+/// not read: its plan is fixed ([`lq_core::db::HOT_PATH_SETTINGS`]), and every
+/// vacuum refreshes the row count the planner scales estimates by.
 const ANALYZE_EVERY: Duration = Duration::from_secs(60);
 /// An open transaction older than this may hold a snapshot that keeps dead
 /// rows from every vacuum (a `pg_dump`, a long report).
