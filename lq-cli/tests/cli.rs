@@ -23,6 +23,77 @@ impl Perform for Ping {
     }
 }
 
+/// A recurring job that never fires in a test (the first of January), run
+/// by hand with `lq cron run`.
+#[derive(Serialize, Deserialize, Job)]
+#[job(
+    kind = "cli.new_year",
+    queue = "cli-cron",
+    cron = "0 0 1 1 *",
+    unique_key = "new-year"
+)]
+struct NewYear {
+    greeting: String,
+}
+
+impl Default for NewYear {
+    fn default() -> Self {
+        Self {
+            greeting: "happy".into(),
+        }
+    }
+}
+
+impl Perform for NewYear {
+    async fn perform(&self, _ctx: &JobContext) -> Result<(), JobError> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn cron_run_enqueues_a_recurring_job_now_once_and_names_what_it_cannot_run() {
+    let db = TestDb::new().await;
+    // A runtime that declares the schedule records its job, and stops before
+    // it could run one.
+    let rt = Runtime::builder(db.pool.clone())
+        .queue("cli-cron", 1)
+        .start()
+        .await
+        .unwrap();
+    db.wait_for(
+        "the schedule's job to be recorded",
+        "select exists (select from lq.cron_schedules where kind = 'cli.new_year' and payload is not null)",
+        std::time::Duration::from_secs(30),
+    )
+    .await;
+    rt.shutdown().await.unwrap();
+
+    let (code, json, err) = lq(&db, &["cron", "run", "cli.new_year", "--by", "test"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(json["kind"], "cli.new_year");
+    let id = json["id"].as_i64().expect("the job's id");
+    let job = control::get(&db.pool, id).await.unwrap();
+    assert_eq!(
+        (job.queue.as_str(), job.payload.get(), job.state),
+        ("cli-cron", r#"{"greeting": "happy"}"#, JobState::Queued)
+    );
+
+    // The first still queued holds the schedule's unique key: nothing more.
+    let (code, _, err) = lq(&db, &["cron", "run", "cli.new_year"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains(&format!("live job {id} holds its unique key \"new-year\"")),
+        "{err}"
+    );
+    let (code, _, err) = lq(&db, &["cron", "run", "cli.no_such_kind"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("no recurring job of kind \"cli.no_such_kind\" is scheduled"),
+        "{err}"
+    );
+    assert_eq!(db.count("queued").await, 1);
+}
+
 #[tokio::test]
 async fn migrate_shows_its_sql_on_a_dry_run_then_applies_it() {
     let db = TestDb::new().await;

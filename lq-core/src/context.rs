@@ -109,7 +109,8 @@ impl JobContext {
 
     /// For a recurring job, the cron tick it stands for and how many ticks it
     /// covers (more than one for a catch-up run after downtime); `None` for a job
-    /// enqueued by hand.
+    /// enqueued by hand, including one run now outside its schedule
+    /// ([`crate::control::cron_run_now`], `lq cron run`).
     ///
     /// ```
     /// # use lq_core::{JobContext, JobError};
@@ -129,7 +130,8 @@ impl JobContext {
     }
 
     /// The job's free-form metadata (`lq.jobs.meta`), if it has any. The key
-    /// `"lq"` is litequeue's own (the cron tick); trace context, when there is
+    /// `"lq"` is litequeue's own (the cron tick, or who ran a recurring job
+    /// now); trace context, when there is
     /// any, is under the top-level keys `traceparent` and `tracestate`.
     pub fn meta(&self) -> Option<&serde_json::Value> {
         self.inner.meta.as_ref()

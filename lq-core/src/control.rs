@@ -23,7 +23,7 @@ use crate::{db, Error, JobFilter, JobState};
 
 pub use crate::db::control::JobRow;
 pub use bulk::{cancel_matching, delete_matching, retry_matching, BulkReport};
-pub use cron::{cron_schedules, CronInfo};
+pub use cron::{cron_run_now, cron_schedules, CronInfo};
 pub use doctor::{doctor, Check};
 pub use queues::{pause_queue, queues, resume_queue, Paused, QueueInfo};
 pub use runtimes::{runtimes, RuntimeInfo};

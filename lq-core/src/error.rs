@@ -265,6 +265,33 @@ pub enum Error {
         /// The key.
         key: String,
     },
+    /// Running a recurring job now: no schedule of this kind is recorded.
+    #[error("no recurring job of kind {kind:?} is scheduled: `lq cron list` shows the kinds a runtime has scheduled")]
+    UnknownSchedule {
+        /// The kind asked for.
+        kind: String,
+    },
+    /// Running a recurring job now: its schedule is recorded, but not the job
+    /// it fires (declared only by runtimes built before schema version 12, or
+    /// by none since its row was written by hand).
+    #[error("the schedule of kind {kind:?} does not record its job yet: start a runtime of this version that declares it, then run it again")]
+    ScheduleUndeclared {
+        /// The kind asked for.
+        kind: String,
+    },
+    /// Running a recurring job now enqueued nothing: a live job of its kind
+    /// holds the schedule's unique key, as a tick would have found.
+    #[error(
+        "no job of kind {kind:?} was enqueued: live job {holder} holds its unique key {key:?}"
+    )]
+    ScheduleKeyHeld {
+        /// The kind asked for.
+        kind: String,
+        /// The live job holding the key (0 if it ended meanwhile).
+        holder: i64,
+        /// The key.
+        key: String,
+    },
     /// A testing helper waited for a job to reach a state, and it did not in time.
     #[error("job {id} did not become {wanted} within {after:?}; it is {last}")]
     WaitTimedOut {

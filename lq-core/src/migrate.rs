@@ -80,6 +80,13 @@ const MIGRATIONS: &[Migration] = &[
         include_str!("../migrations/0011_cancelled_jobs_index.sql"),
         10,
     ),
+    // Columns on the cron schedules only, read and written by name: version
+    // 11's statements work unchanged.
+    migration(
+        "0012_cron_run_now",
+        include_str!("../migrations/0012_cron_run_now.sql"),
+        11,
+    ),
 ];
 
 /// A [`Migration`], written short for the table above.

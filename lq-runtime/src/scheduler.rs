@@ -86,25 +86,31 @@ async fn pass(shared: &Shared, job: &CronJob) -> Result<FireReport, lq_core::Err
         .await
 }
 
-/// Records each schedule's declaration in `lq.cron_schedules`, for tools that
-/// do not have the job types. A failure costs only the description.
+/// Records each schedule's declaration in `lq.cron_schedules`, with the job its
+/// ticks fire, for tools that do not have the job types (to show it, and to run
+/// it now). A failure costs only the description.
 async fn describe(shared: &Shared, jobs: &[CronJob]) {
     for job in jobs {
         let Some(spec) = job.desc.options.cron else {
             continue;
         };
+        let options = job.desc.options;
+        let unique_key = (spec.unique_key)();
+        let declaration = db::cron::ScheduleDeclaration {
+            kind: job.desc.kind,
+            expr: spec.expr,
+            tz: spec.tz,
+            catch_up: spec.catch_up.as_str(),
+            queue: options.queue,
+            payload: &job.payload,
+            priority: options.priority,
+            max_attempts: options.max_attempts.min(i32::MAX as u32) as i32,
+            unique_key: unique_key.as_deref(),
+            declared_by: &shared.config.owner,
+        };
         let r = shared
             .with_conn("cron_schedule_describe", |mut conn| async move {
-                db::cron::cron_schedule_describe(
-                    &mut conn,
-                    job.desc.kind,
-                    spec.expr,
-                    spec.tz,
-                    spec.catch_up.as_str(),
-                    job.desc.options.queue,
-                    &shared.config.owner,
-                )
-                .await
+                db::cron::cron_schedule_describe(&mut conn, declaration).await
             })
             .await;
         if let Err(e) = r {

@@ -1,5 +1,5 @@
 //! The single actions: retry, cancel or delete one job; pause or resume one
-//! queue. The guard has already checked access, Origin and CSRF; each action is
+//! queue; run one recurring job now. The guard has already checked access, Origin and CSRF; each action is
 //! audit-logged, and a refusal is shown as a page (409, 404), never a 500.
 //! Deleting asks first, on the server: a POST without `confirm=yes` gets the
 //! question, not the delete. A job action whose form carries `state` (the job
@@ -165,6 +165,35 @@ pub(crate) async fn queue(
                 .append_pair("queue", &name)
                 .finish();
             see_other(&format!("{}?{q}", ctx.url(back)))
+        }
+        Err(e) => ctx.error(e.into()),
+    }
+}
+
+/// `POST /cron/{kind}/run`: enqueues one job of recurring `kind` now.
+pub(crate) async fn cron(
+    ctx: Ctx,
+    State(sh): State<Arc<Shared>>,
+    Path((kind, action)): Path<(String, String)>,
+) -> Response {
+    if action != "run" {
+        let e = PageError::not_found(format!("there is no action {action:?}: use run"));
+        return ctx.error(refused_post(&ctx, &action, e));
+    }
+    let by = format!("lq-web: {}", ctx.user.as_deref().unwrap_or("dashboard"));
+    let result = control::cron_run_now(&sh.pool, &kind, &by).await;
+    let redacted = sh.config.redact.is_some();
+    let result = result.map_err(|e| crate::redacted_keys::error(e, redacted));
+    audit(&ctx, "run", &format!("cron {kind}"), &result);
+    sh.counts.forget_all();
+    match result {
+        Ok(id) => {
+            let q = form_urlencoded::Serializer::new(String::new())
+                .append_pair("done", "run")
+                .append_pair("kind", &kind)
+                .append_pair("job", &id.to_string())
+                .finish();
+            see_other(&format!("{}?{q}", ctx.url("/cron")))
         }
         Err(e) => ctx.error(e.into()),
     }

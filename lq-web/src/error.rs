@@ -100,10 +100,12 @@ impl From<lq_core::Error> for PageError {
         let timed_out = gave_up_on(cause);
         let status = match cause {
             _ if timed_out => StatusCode::SERVICE_UNAVAILABLE,
-            E::NotFound { .. } => StatusCode::NOT_FOUND,
+            E::NotFound { .. } | E::UnknownSchedule { .. } => StatusCode::NOT_FOUND,
             E::WrongState { .. }
             | E::LeftFilter { .. }
             | E::UniqueKeyHeld { .. }
+            | E::ScheduleKeyHeld { .. }
+            | E::ScheduleUndeclared { .. }
             | E::AmbiguousId { .. } => StatusCode::CONFLICT,
             E::InvalidName { .. } | E::InvalidFilter { .. } => StatusCode::BAD_REQUEST,
             E::Database { source, .. } if unreachable(source) => StatusCode::SERVICE_UNAVAILABLE,

@@ -183,6 +183,7 @@ pub(crate) fn build(pool: PgPool, config: WebConfig, login: Option<String>) -> R
         .route("/queues", get(pages::queues::page))
         .route("/queues/{name}/{action}", post(actions::queue))
         .route("/cron", get(pages::cron::page))
+        .route("/cron/{kind}/{action}", post(actions::cron))
         .route("/runtimes", get(pages::runtimes::page))
         .route("/doctor", get(pages::doctor::page))
         .route("/health", get(api::health))

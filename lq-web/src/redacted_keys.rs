@@ -1,7 +1,8 @@
 //! Unique keys while payloads are redacted: a unique key is a template over the
 //! payload's fields (`"charge:{card}"`), so a dashboard that hides payload
 //! values ([`crate::WebConfig::redact`]) hides the keys too, on the job page and
-//! in the refusals that name one ([`lq_core::Error::UniqueKeyHeld`]).
+//! in the refusals that name one ([`lq_core::Error::UniqueKeyHeld`],
+//! [`lq_core::Error::ScheduleKeyHeld`]).
 
 use lq_core::{control::BulkReport, Error};
 
@@ -16,6 +17,11 @@ pub(crate) fn error(e: Error, redacted: bool) -> Error {
     match e {
         Error::UniqueKeyHeld { id, holder, .. } => Error::UniqueKeyHeld {
             id,
+            holder,
+            key: HIDDEN_KEY.to_owned(),
+        },
+        Error::ScheduleKeyHeld { kind, holder, .. } => Error::ScheduleKeyHeld {
+            kind,
             holder,
             key: HIDDEN_KEY.to_owned(),
         },
@@ -63,5 +69,14 @@ mod tests {
         report.refused.push((1, held()));
         let shown = report_of(report, true);
         assert!(!shown.refused[0].1.to_string().contains("card:4111"));
+        let run_now = || Error::ScheduleKeyHeld {
+            kind: "reports.nightly".into(),
+            holder: 2,
+            key: "tenant:acme".into(),
+        };
+        assert!(error(run_now(), false).to_string().contains("tenant:acme"));
+        let hidden = error(run_now(), true).to_string();
+        assert!(!hidden.contains("tenant:acme"), "{hidden}");
+        assert!(hidden.contains(HIDDEN_KEY), "{hidden}");
     }
 }

@@ -482,3 +482,200 @@ async fn ticks_late_by_less_than_the_allowance_fire_as_on_time() {
         "beyond LATE_AFTER, Skip drops them"
     );
 }
+
+/// Once a year, with a payload of its own, a priority, attempts and a unique
+/// key: run by hand in the tests below, never by its schedule.
+#[derive(Serialize, Deserialize, Job)]
+#[job(
+    kind = "test.yearly_report",
+    queue = "cron-now",
+    cron = "0 0 1 1 *",
+    priority = 3,
+    max_attempts = 7,
+    unique_key = "report:{scope}"
+)]
+pub struct YearlyReport {
+    scope: String,
+}
+
+impl Default for YearlyReport {
+    fn default() -> Self {
+        Self {
+            scope: "all".into(),
+        }
+    }
+}
+
+/// Whether a [`YearlyReport`] ran with no cron tick in its context.
+static RAN_WITHOUT_A_TICK: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+impl Perform for YearlyReport {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        if ctx.cron().is_none() && self.scope == "all" {
+            RAN_WITHOUT_A_TICK.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+        Ok(())
+    }
+}
+
+/// A tool without the job's type runs a recurring job now: the job its ticks
+/// would enqueue (payload, queue, priority, attempts, unique key, as the
+/// runtime recorded them), with no tick recorded, so the schedule is untouched;
+/// a live job holding the key means none, as at a tick.
+#[tokio::test]
+async fn a_recurring_job_runs_now_as_its_ticks_would_without_a_tick() {
+    use lq_runtime::{control, CoreError, JobState};
+    let db = TestDb::new().await;
+    let kind = YearlyReport::KIND;
+    let rt = Runtime::builder(db.pool.clone())
+        .queue("cron-now", 1)
+        .start()
+        .await
+        .unwrap();
+    db.wait_for(
+        "the runtime to record the schedule's job",
+        "select exists (select from lq.cron_schedules
+                        where kind = 'test.yearly_report' and payload is not null)",
+        Duration::from_secs(30),
+    )
+    .await;
+    let before = control::cron_schedules(&db.pool).await.unwrap();
+    // Held in the queue while we look, then let go.
+    control::pause_queue(&db.pool, "cron-now", "test")
+        .await
+        .unwrap();
+
+    let id = control::cron_run_now(&db.pool, kind, "ops: alice")
+        .await
+        .unwrap();
+    let job = control::get(&db.pool, id).await.unwrap();
+    assert_eq!(
+        (job.kind.as_str(), job.queue.as_str(), job.state),
+        (kind, "cron-now", JobState::Queued)
+    );
+    assert_eq!((job.priority, job.max_attempts), (3, 7));
+    let json = |raw: &serde_json::value::RawValue| -> serde_json::Value {
+        serde_json::from_str(raw.get()).unwrap()
+    };
+    assert_eq!(json(&job.payload), serde_json::json!({"scope": "all"}));
+    assert_eq!(job.unique_key.as_deref(), Some("report:all"));
+    assert_eq!(
+        job.meta.as_deref().map(json),
+        Some(serde_json::json!({"lq": {"run_now": {"by": "ops: alice"}}}))
+    );
+
+    // Its key is held while it lives: a second run enqueues nothing and names it.
+    let held = control::cron_run_now(&db.pool, kind, "ops: bob")
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&held, CoreError::ScheduleKeyHeld { holder, key, .. }
+            if *holder == id && key == "report:all"),
+        "{held:?}"
+    );
+    assert_eq!(db.count("queued").await, 1);
+
+    control::resume_queue(&db.pool, "cron-now").await.unwrap();
+    db.wait_for(
+        "the job run now to succeed",
+        &format!(
+            "select exists (select from lq.finished_jobs where id = {id} and state = 'succeeded')"
+        ),
+        Duration::from_secs(30),
+    )
+    .await;
+    assert!(
+        RAN_WITHOUT_A_TICK.load(std::sync::atomic::Ordering::SeqCst),
+        "the handler ran it with its payload, and no cron tick"
+    );
+    let again = control::cron_run_now(&db.pool, kind, "ops: bob")
+        .await
+        .unwrap();
+    assert_ne!(again, id, "the key is free once the first has ended");
+    rt.shutdown().await.unwrap();
+
+    // The schedule is as it was: no tick recorded, none moved.
+    let ticks: i64 = sqlx::query_scalar("select count(*) from lq.cron_ticks where kind = $1")
+        .bind(kind)
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(ticks, 0);
+    let after = control::cron_schedules(&db.pool).await.unwrap();
+    let tick_of = |list: &[control::CronInfo]| {
+        let s = list.iter().find(|s| s.kind == kind).expect("listed");
+        (s.last_tick, s.next_tick)
+    };
+    assert_eq!(tick_of(&after), tick_of(&before));
+}
+
+/// Running a kind with no schedule, one whose job no runtime of this version
+/// has recorded, or a name that breaks the rule, is a typed error that
+/// enqueues nothing; a hostile note is stored harmlessly.
+#[tokio::test]
+async fn running_an_unknown_or_undeclared_schedule_now_says_which_and_enqueues_nothing() {
+    use lq_runtime::{control, CoreError};
+    let db = TestDb::new().await;
+    let unknown = control::cron_run_now(&db.pool, "test.no_such_schedule", "ops")
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&unknown, CoreError::UnknownSchedule { kind } if kind == "test.no_such_schedule"),
+        "{unknown:?}"
+    );
+    // As a runtime built before schema version 12 leaves it: the expression
+    // and queue, not the job.
+    sqlx::query(
+        "insert into lq.cron_schedules (kind, last_tick, expr, tz, catch_up, queue, declared_by)
+         values ('test.old_runtime', now(), '0 0 1 1 *', 'UTC', 'once', 'cron-now', 'old')",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    let undeclared = control::cron_run_now(&db.pool, "test.old_runtime", "ops")
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&undeclared, CoreError::ScheduleUndeclared { kind } if kind == "test.old_runtime"),
+        "{undeclared:?}"
+    );
+    assert!(
+        undeclared.to_string().contains("start a runtime"),
+        "{undeclared}"
+    );
+    let bad = control::cron_run_now(&db.pool, "no spaces\0", "ops")
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&bad, CoreError::InvalidName { what: "kind", .. }),
+        "{bad:?}"
+    );
+    let jobs: i64 = sqlx::query_scalar("select count(*) from lq.all_jobs")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(jobs, 0);
+
+    // Whatever the caller says it is, its note is stored: a NUL escaped, and
+    // cut to a pause note's length.
+    sqlx::query(
+        "update lq.cron_schedules set payload = '{}', priority = 0, max_attempts = 1
+         where kind = 'test.old_runtime'",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    let by = format!("nul\0{}", "é".repeat(5_000));
+    let id = control::cron_run_now(&db.pool, "test.old_runtime", &by)
+        .await
+        .unwrap();
+    let stored: String =
+        sqlx::query_scalar("select meta #>> '{lq,run_now,by}' from lq.jobs where id = $1")
+            .bind(id)
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    assert!(stored.starts_with("nul\\0éé"), "{stored:.20}");
+    assert!(stored.len() < by.len(), "cut: {}", stored.len());
+}

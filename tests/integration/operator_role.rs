@@ -45,6 +45,14 @@ async fn an_operator_with_the_documented_grants_can_do_everything_and_a_reader_o
         .unwrap()
         .ids;
     db.finish(ids[0], "dead", 1.0).await;
+    // A schedule as a runtime declares it, to run now.
+    sqlx::query(
+        "insert into lq.cron_schedules (kind, last_tick, queue, payload, priority, max_attempts)
+         values ('test.noop', now(), 'reports', '{\"n\": 9}', 0, 3)",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
     let ops = pool_as(&db, &operator, 2).await;
     let ro = pool_as(&db, &reader, 2).await;
 
@@ -82,6 +90,9 @@ async fn an_operator_with_the_documented_grants_can_do_everything_and_a_reader_o
         control::prune(&ro, Duration::ZERO, Duration::ZERO)
             .await
             .map(drop),
+        control::cron_run_now(&ro, "test.noop", "ro")
+            .await
+            .map(drop),
     ];
     for r in refused {
         let e = r.unwrap_err();
@@ -91,6 +102,10 @@ async fn an_operator_with_the_documented_grants_can_do_everything_and_a_reader_o
     assert_eq!(db.count("dead").await, 1);
 
     // The operator's go through.
+    let ran = control::cron_run_now(&ops, "test.noop", "op")
+        .await
+        .unwrap();
+    assert_eq!(control::get(&ops, ran).await.unwrap().queue, "reports");
     assert!(control::pause_queue(&ops, "default", "op").await.unwrap());
     assert!(control::resume_queue(&ops, "default").await.unwrap());
     let r = control::retry_matching(&ops, &dead, None).await.unwrap();

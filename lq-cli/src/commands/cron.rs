@@ -1,4 +1,4 @@
-//! `lq cron list`.
+//! `lq cron list|run`.
 
 use clap::Subcommand;
 use serde_json::json;
@@ -10,6 +10,16 @@ use crate::{output::Out, Failure, Outcome};
 pub enum CronCommand {
     /// Every schedule: expression, zone, queue, last tick, next fire time.
     List,
+    /// Enqueue one job of a recurring kind now, as its ticks do, outside its
+    /// schedule (which fires as before). Nothing is enqueued while a live job
+    /// of the kind holds the schedule's unique key.
+    Run {
+        /// The recurring job's kind, as `lq cron list` shows it.
+        kind: String,
+        /// Who runs it, kept in the job's metadata.
+        #[arg(long, default_value_t = super::queues::default_by())]
+        by: String,
+    },
 }
 
 pub(crate) async fn run(
@@ -17,7 +27,20 @@ pub(crate) async fn run(
     out: &Out,
     command: CronCommand,
 ) -> Result<Outcome, Failure> {
-    let CronCommand::List = command;
+    let CronCommand::Run { kind, by } = command else {
+        return list(pool, out).await;
+    };
+    let id = lq_runtime::control::cron_run_now(pool, &kind, &by).await?;
+    out.emit(&json!({"kind": kind, "id": id}), || {
+        let mut t = crate::output::table(&["kind", "job"]);
+        t.add_row(vec![kind.clone(), id.to_string()]);
+        t
+    });
+    Ok(Outcome::Clean)
+}
+
+/// `lq cron list`.
+async fn list(pool: &PgPool, out: &Out) -> Result<Outcome, Failure> {
     let schedules = lq_runtime::control::cron_schedules(pool).await?;
     out.emit(
         &json!({"schedules": schedules.iter().map(|s| json!({

@@ -45,7 +45,7 @@ async fn in_use(pool: &PgPool, queue: &str) -> Result<bool, Failure> {
 }
 
 /// `$USER@lq`, or `lq`.
-fn default_by() -> String {
+pub(crate) fn default_by() -> String {
     std::env::var("USER").map_or_else(|_| "lq".to_owned(), |u| format!("{u} (lq)"))
 }
 

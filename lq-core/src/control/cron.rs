@@ -1,10 +1,13 @@
-//! The cron schedules, as the database knows them.
+//! The cron schedules, as the database knows them, and running one now.
 
 use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 
-use super::pinned;
-use crate::{cron::Schedule, db, Error};
+use super::{pinned, queues::storable_note};
+use crate::{
+    cron::{Schedule, META_KEY},
+    db, validate_name, Error,
+};
 
 /// Every recurring kind's schedule, by kind: its declaration (as the runtimes
 /// that know the type recorded it), the newest tick decided, the job of the
@@ -74,4 +77,55 @@ pub struct CronInfo {
     pub last_job_id: Option<i64>,
     /// The next tick to fire (database time), from the declaration.
     pub next_tick: Option<DateTime<Utc>>,
+}
+
+/// Enqueues one job of recurring `kind` now, outside its schedule: the job its
+/// ticks enqueue (payload, queue, priority, attempts and unique key, as the
+/// runtime that declares the schedule recorded them), so a tool without the
+/// application's types can run it. `by` says who asked; it is kept in the job's
+/// metadata as `{"lq": {"run_now": {"by": …}}}` (cut and escaped as
+/// [`super::pause_queue`]'s note is). Returns the job's id.
+///
+/// No tick is recorded: the schedule fires its own ticks as before, and the
+/// job's [`crate::JobContext::cron`] is `None`. As at a tick, a live job of the
+/// kind holding the schedule's unique key means no job: [`Error::ScheduleKeyHeld`].
+/// A kind with no schedule is [`Error::UnknownSchedule`]; a schedule no runtime
+/// of schema version 12 or later has declared yet is [`Error::ScheduleUndeclared`];
+/// a kind that breaks the naming rule is [`Error::InvalidName`].
+///
+/// ```no_run
+/// # async fn f(pool: sqlx::PgPool) -> Result<(), lq_core::Error> {
+/// let id = lq_core::control::cron_run_now(&pool, "NightlyReport", "ops: alice").await?;
+/// println!("enqueued job {id}");
+/// # Ok(()) }
+/// ```
+pub async fn cron_run_now(pool: &PgPool, kind: &str, by: &str) -> Result<i64, Error> {
+    validate_name("kind", kind)?;
+    let meta = serde_json::json!({ (META_KEY): { "run_now": { "by": storable_note(by) } } });
+    let kind = kind.to_owned();
+    pinned(pool, "cron_run_now", move |conn| {
+        Box::pin(async move {
+            let row = db::cron::cron_run_now(conn, &kind, &meta).await?;
+            match row {
+                db::cron::RunNowRow { id: Some(id), .. } => Ok(id),
+                db::cron::RunNowRow {
+                    scheduled: false, ..
+                } => Err(Error::UnknownSchedule { kind }),
+                db::cron::RunNowRow {
+                    declared: false, ..
+                } => Err(Error::ScheduleUndeclared { kind }),
+                db::cron::RunNowRow { unique_key, .. } => {
+                    // The insert found the key taken: name the job that holds
+                    // it (read in this transaction's next statement, so 0 when
+                    // it ended in between).
+                    let key = unique_key.unwrap_or_default();
+                    let holder = db::enqueue::job_find_live_by_key(conn, &kind, &key)
+                        .await?
+                        .unwrap_or(0);
+                    Err(Error::ScheduleKeyHeld { kind, holder, key })
+                }
+            }
+        })
+    })
+    .await
 }

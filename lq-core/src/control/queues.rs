@@ -114,7 +114,7 @@ pub struct Paused {
 
 /// `by` as it can be stored: NUL written as `\0` (PostgreSQL text cannot hold
 /// it), cut at a character boundary to [`MAX_PAUSED_BY_BYTES`].
-fn storable_note(by: &str) -> String {
+pub(super) fn storable_note(by: &str) -> String {
     let mut note = by.replace('\0', "\\0");
     if note.len() > MAX_PAUSED_BY_BYTES {
         let mut cut = MAX_PAUSED_BY_BYTES;

@@ -134,39 +134,116 @@ pub async fn cron_schedule_rewind(
     Ok(())
 }
 
-/// Records how `kind`'s schedule is declared (expression, zone, catch-up
-/// policy, queue, and the runtime that said so), creating its row (starting
-/// now) on first sight, so tools without the job types can show it.
+/// How a runtime that has the job's type declares its schedule: what tools
+/// without the type show ([`cron_schedules_list`]) and what they fire when
+/// asked to run it now ([`cron_run_now`]).
+#[derive(Debug, Clone, Copy)]
+pub struct ScheduleDeclaration<'a> {
+    pub kind: &'a str,
+    pub expr: &'a str,
+    pub tz: &'a str,
+    pub catch_up: &'a str,
+    pub queue: &'a str,
+    /// The payload of each tick's job, as JSON text.
+    pub payload: &'a str,
+    pub priority: i16,
+    pub max_attempts: i32,
+    /// The unique key of each tick's job, if its type has one.
+    pub unique_key: Option<&'a str>,
+    /// The runtime that declares it.
+    pub declared_by: &'a str,
+}
+
+/// Records `d`, creating the schedule's row (starting now) on first sight, so
+/// tools without the job types can show it and run it now. A declaration that
+/// has not changed writes nothing.
 pub async fn cron_schedule_describe(
     conn: &mut PgConnection,
-    kind: &str,
-    expr: &str,
-    tz: &str,
-    catch_up: &str,
-    queue: &str,
-    declared_by: &str,
+    d: ScheduleDeclaration<'_>,
 ) -> Result<(), Error> {
     sqlx::query(
-        "insert into lq.cron_schedules (kind, last_tick, expr, tz, catch_up, queue, declared_by)
-         values ($1, now(), $2, $3, $4, $5, $6)
+        "insert into lq.cron_schedules (kind, last_tick, expr, tz, catch_up, queue, declared_by,
+             payload, priority, max_attempts, unique_key)
+         values ($1, now(), $2, $3, $4, $5, $6, $7::jsonb, $8, $9, $10)
          on conflict (kind) do update set expr = excluded.expr, tz = excluded.tz,
              catch_up = excluded.catch_up, queue = excluded.queue,
-             declared_by = excluded.declared_by
+             declared_by = excluded.declared_by, payload = excluded.payload,
+             priority = excluded.priority, max_attempts = excluded.max_attempts,
+             unique_key = excluded.unique_key
          where (lq.cron_schedules.expr, lq.cron_schedules.tz, lq.cron_schedules.catch_up,
-                lq.cron_schedules.queue, lq.cron_schedules.declared_by)
+                lq.cron_schedules.queue, lq.cron_schedules.declared_by, lq.cron_schedules.payload,
+                lq.cron_schedules.priority, lq.cron_schedules.max_attempts,
+                lq.cron_schedules.unique_key)
                is distinct from (excluded.expr, excluded.tz, excluded.catch_up,
-                                 excluded.queue, excluded.declared_by)",
+                                 excluded.queue, excluded.declared_by, excluded.payload,
+                                 excluded.priority, excluded.max_attempts, excluded.unique_key)",
     )
-    .bind(kind)
-    .bind(expr)
-    .bind(tz)
-    .bind(catch_up)
-    .bind(queue)
-    .bind(declared_by)
+    .bind(d.kind)
+    .bind(d.expr)
+    .bind(d.tz)
+    .bind(d.catch_up)
+    .bind(d.queue)
+    .bind(d.declared_by)
+    .bind(d.payload)
+    .bind(d.priority)
+    .bind(d.max_attempts)
+    .bind(d.unique_key)
     .execute(&mut *conn)
     .await
     .map_err(err("cron_schedule_describe"))?;
     Ok(())
+}
+
+/// What [`cron_run_now`] found and did.
+#[derive(Debug, sqlx::FromRow)]
+pub struct RunNowRow {
+    /// Whether `lq.cron_schedules` has a row for the kind.
+    pub scheduled: bool,
+    /// Whether a runtime recorded the job the schedule fires (schema 12 on).
+    pub declared: bool,
+    /// The job enqueued; `None` when none was (see the other fields).
+    pub id: Option<i64>,
+    /// The schedule's unique key, when it has one: with no job enqueued, a live
+    /// job of its kind holds it.
+    pub unique_key: Option<String>,
+}
+
+/// Enqueues one job of recurring `kind` now, outside its schedule: the job its
+/// declaration records (payload, queue, priority, attempts, unique key), with
+/// `meta` as its metadata, and wakes the queue's runtimes. Records no tick, so
+/// the schedule's own ticks fire as before. A unique key a live job holds
+/// enqueues nothing, as at a tick.
+pub async fn cron_run_now(
+    conn: &mut PgConnection,
+    kind: &str,
+    meta: &serde_json::Value,
+) -> Result<RunNowRow, Error> {
+    sqlx::query_as(
+        "with s as (
+             select kind, queue, priority, payload, max_attempts, unique_key
+             from lq.cron_schedules where kind = $1
+         ), job as (
+             insert into lq.jobs (kind, queue, priority, payload, max_attempts, meta, unique_key)
+             select kind, queue, priority, payload, max_attempts, $2, unique_key from s
+             where payload is not null and queue is not null
+               and priority is not null and max_attempts is not null
+             on conflict (kind, unique_key) where unique_key is not null do nothing
+             returning id, queue
+         ), woken as (
+             select pg_catalog.pg_notify('lq_jobs', job.queue) from job
+         )
+         select exists (select from s) as scheduled,
+                exists (select from s where payload is not null and queue is not null
+                          and priority is not null and max_attempts is not null) as declared,
+                (select id from job) as id,
+                (select unique_key from s) as unique_key,
+                (select count(*) from woken) as woken",
+    )
+    .bind(kind)
+    .bind(meta)
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(err("cron_run_now"))
 }
 
 /// One schedule row, with its newest fired tick's job.

@@ -1,18 +1,25 @@
 //! `/cron`: every recurring kind's schedule — expression, zone, catch-up,
-//! last tick and next fire.
+//! last tick and next fire — with "Run now".
 
 use std::sync::Arc;
 
-use axum::{extract::State, response::Response};
+use axum::{extract::State, http::Uri, response::Response};
 use lq_core::control;
-use maud::html;
+use maud::{html, Markup};
 
-use crate::{context::Ctx, error::PageError, layout, Shared};
+use super::queues::{enc, enc_path};
+use crate::{context::Ctx, error::PageError, layout, params::Pairs, Shared};
 
-pub(crate) async fn page(ctx: Ctx, State(sh): State<Arc<Shared>>) -> Response {
+pub(crate) async fn page(ctx: Ctx, State(sh): State<Arc<Shared>>, uri: Uri) -> Response {
+    let q = Pairs::from_query(&uri);
     let result = async {
         let schedules = control::cron_schedules(&sh.pool).await?;
         Ok::<_, PageError>(html! {
+            @if let Some((kind, id)) = ran(&q) {
+                p.flash role="status" {
+                    "Job " a href=(ctx.url(&format!("/jobs/{id}"))) { (id) } " of kind " (kind) " enqueued."
+                }
+            }
             h1 { "Cron" }
             @if schedules.is_empty() {
                 p.empty { "No recurring job has been scheduled." }
@@ -21,11 +28,12 @@ pub(crate) async fn page(ctx: Ctx, State(sh): State<Arc<Shared>>) -> Response {
                     thead { tr {
                         th { "kind" } th { "expression" } th { "zone" } th { "catch-up" } th { "queue" }
                         th { "last tick" } th { "next fire" } th.num { "last job" } th { "declared by" } th { "checked" }
+                        @if ctx.can_act() { th {} }
                     } }
                     tbody {
                         @for s in &schedules {
                             tr data-kind=(s.kind) {
-                                td { a href={ (ctx.url("/jobs")) "?kind=" (form_urlencoded::byte_serialize(s.kind.as_bytes()).collect::<String>()) } { (s.kind) } }
+                                td { a href={ (ctx.url("/jobs")) "?kind=" (enc(&s.kind)) } { (s.kind) } }
                                 td { code { (s.expr.as_deref().unwrap_or("–")) } }
                                 td { (s.tz.as_deref().unwrap_or("–")) }
                                 td { (s.catch_up.as_deref().unwrap_or("–")) }
@@ -39,6 +47,7 @@ pub(crate) async fn page(ctx: Ctx, State(sh): State<Arc<Shared>>) -> Response {
                                 }
                                 td { (s.declared_by.as_deref().unwrap_or("–")) }
                                 td { (layout::time(s.checked_at)) }
+                                @if ctx.can_act() { td { (run_now(&ctx, &s.kind)) } }
                             }
                         }
                     }
@@ -48,4 +57,23 @@ pub(crate) async fn page(ctx: Ctx, State(sh): State<Arc<Shared>>) -> Response {
     }
     .await;
     ctx.render("Cron", result)
+}
+
+/// The kind and job of a "Run now" that redirected here.
+fn ran(q: &Pairs) -> Option<(String, i64)> {
+    if q.get("done")? != "run" {
+        return None;
+    }
+    Some((q.get("kind")?.to_owned(), q.get("job")?.parse().ok()?))
+}
+
+/// The "Run now" button of a schedule: enqueues one job of the kind now.
+fn run_now(ctx: &Ctx, kind: &str) -> Markup {
+    html! {
+        form.inline method="post" action=(ctx.url(&format!("/cron/{}/run", enc_path(kind))))
+            data-confirm=(format!("Run {kind} now, outside its schedule?")) {
+            (ctx.csrf_field())
+            button type="submit" { "Run now" }
+        }
+    }
 }

@@ -87,12 +87,12 @@ pub(crate) fn toggle(ctx: &Ctx, name: &str, paused: bool, back: &str) -> Markup 
     }
 }
 
-fn enc(s: &str) -> String {
+pub(crate) fn enc(s: &str) -> String {
     form_urlencoded::byte_serialize(s.as_bytes()).collect()
 }
 
-/// A queue name as one path segment (names are `A-Z a-z 0-9 _ - . :`, so this
-/// only matters for names that break the rule).
-fn enc_path(s: &str) -> String {
+/// A queue name or job kind as one path segment (names are `A-Z a-z 0-9 _ -
+/// . :`, so this only matters for names that break the rule).
+pub(crate) fn enc_path(s: &str) -> String {
     enc(s).replace('+', "%20")
 }

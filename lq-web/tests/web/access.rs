@@ -29,6 +29,7 @@ async fn fixture() -> (TestDb, Fixture) {
     control::pause_queue(&db.pool, "other", "test")
         .await
         .unwrap();
+    support::declare_schedule(&db, "mail.digest", "mail").await;
     let f = Fixture {
         dead: ids[0],
         queued: [ids[1], ids[2], ids[3]],
@@ -87,6 +88,7 @@ fn routes(f: &Fixture) -> Vec<PostRoute> {
         ),
         ("pause", "/queues/mail/pause".into(), vec![], true),
         ("resume", "/queues/other/resume".into(), vec![], true),
+        ("run cron now", "/cron/mail.digest/run".into(), vec![], true),
     ]
 }
 

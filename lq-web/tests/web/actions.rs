@@ -410,6 +410,62 @@ async fn queues_pause_and_resume_and_return_where_they_were_asked() {
 }
 
 #[tokio::test]
+async fn cron_run_now_enqueues_the_recorded_job_and_refuses_what_it_cannot_run() {
+    let (db, app) = support::full().await;
+    // A schedule as a runtime that has the type records it, with a unique key.
+    sqlx::query(
+        "insert into lq.cron_schedules (kind, last_tick, expr, tz, catch_up, queue, declared_by,
+             payload, priority, max_attempts, unique_key)
+         values ('reports.nightly', now(), '0 3 * * *', 'UTC', 'once', 'reports', 'rt-1',
+             '{\"scope\": \"all\"}', 2, 5, 'nightly')",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    get(&app, "/cron")
+        .await
+        .has(r#"action="/cron/reports.nightly/run""#)
+        .has("Run now");
+
+    let r = post(&app, "/cron/reports.nightly/run", &[]).await;
+    r.expect(StatusCode::SEE_OTHER);
+    let jobs = control::list(&db.pool, &lq_runtime::JobFilter::new(), 10)
+        .await
+        .unwrap();
+    assert_eq!(jobs.len(), 1);
+    let id = jobs[0].id;
+    assert_eq!(
+        (
+            jobs[0].kind.as_str(),
+            jobs[0].queue.as_str(),
+            jobs[0].payload.get()
+        ),
+        ("reports.nightly", "reports", r#"{"scope": "all"}"#)
+    );
+    assert_eq!(
+        r.location(),
+        format!("/cron?done=run&kind=reports.nightly&job={id}")
+    );
+    get(&app, r.location()).await.has(&format!(
+        r#"Job <a href="/jobs/{id}">{id}</a> of kind reports.nightly enqueued."#
+    ));
+
+    // The key is held by that job: a conflict that names it, and no second job.
+    post(&app, "/cron/reports.nightly/run", &[])
+        .await
+        .expect(StatusCode::CONFLICT)
+        .has(&format!("live job {id} holds its unique key"));
+    post(&app, "/cron/reports.weekly/run", &[])
+        .await
+        .expect(StatusCode::NOT_FOUND)
+        .has("no recurring job of kind");
+    post(&app, "/cron/reports.nightly/skip", &[])
+        .await
+        .expect(StatusCode::NOT_FOUND);
+    assert_eq!(db.count("queued").await, 1);
+}
+
+#[tokio::test]
 async fn every_action_and_every_refused_post_is_audit_logged() {
     lq_tests::init_tracing();
     let db = lq_tests::TestDb::new().await;

@@ -53,6 +53,7 @@ async fn a_role_with_select_only_sees_everything_and_its_actions_are_refused_wit
     let role = Role::create(&db).await;
     let ids = mails(&db, 3).await;
     db.finish(ids[0], "dead", 1.0).await;
+    crate::support::declare_schedule(&db, "mail.digest", "mail").await;
     let reader = sqlx::PgPool::connect_with(
         PgConnectOptions::from_str(&db.url)
             .unwrap()
@@ -88,6 +89,7 @@ async fn a_role_with_select_only_sees_everything_and_its_actions_are_refused_wit
             ],
         ),
         ("/queues/mail/pause".to_owned(), vec![]),
+        ("/cron/mail.digest/run".to_owned(), vec![]),
     ] {
         post(&app, &path, &fields)
             .await

@@ -271,3 +271,18 @@ pub async fn acted(app: &Router, path: &str, fields: &[(&str, &str)]) -> Resp {
     assert!(r.location().starts_with("/jobs/bulk?"), "{}", r.location());
     get(app, r.location()).await
 }
+
+/// Records a schedule for `kind` on `queue` as a runtime that has the type
+/// declares it (with the job it fires), so it can be run now.
+pub async fn declare_schedule(db: &TestDb, kind: &str, queue: &str) {
+    sqlx::query(
+        "insert into lq.cron_schedules (kind, last_tick, expr, tz, catch_up, queue, declared_by,
+             payload, priority, max_attempts)
+         values ($1, now(), '0 3 * * *', 'UTC', 'once', $2, 'rt-1', '{}', 0, 3)",
+    )
+    .bind(kind)
+    .bind(queue)
+    .execute(&db.pool)
+    .await
+    .unwrap();
+}
