@@ -1168,7 +1168,8 @@ async fn the_schemas_owner_migrates_a_later_release_without_create_on_the_databa
         .unwrap();
     // A release with one more migration: the last one, not applied yet.
     sqlx::raw_sql(&format!(
-        "drop index lq.finished_jobs_cancelled;
+        "alter table lq.cron_schedules drop column payload, drop column priority,
+             drop column max_attempts, drop column unique_key;
          delete from lq.schema_migrations where version = {}",
         lq_runtime::SCHEMA_VERSION
     ))
@@ -1182,7 +1183,9 @@ async fn the_schemas_owner_migrates_a_later_release_without_create_on_the_databa
     );
     lq_runtime::migrate(&migrator_pool).await.unwrap();
     let rebuilt: bool = sqlx::query_scalar(
-        "select exists (select from pg_class where relname = 'finished_jobs_cancelled')",
+        "select exists (select from information_schema.columns
+                        where table_schema = 'lq' and table_name = 'cron_schedules'
+                          and column_name = 'unique_key')",
     )
     .fetch_one(&db.pool)
     .await
