@@ -94,7 +94,7 @@ pub enum Command {
     Queues(commands::queues::QueuesCommand),
     /// The runtimes of the cluster and the leader.
     Runtimes,
-    /// Cron schedules and their next fire times.
+    /// Cron schedules and their next fire times; run one now.
     #[command(subcommand)]
     Cron(commands::cron::CronCommand),
     /// Delete finished jobs older than their retention now.

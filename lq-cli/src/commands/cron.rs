@@ -10,9 +10,12 @@ use crate::{output::Out, Failure, Outcome};
 pub enum CronCommand {
     /// Every schedule: expression, zone, queue, last tick, next fire time.
     List,
-    /// Enqueue one job of a recurring kind now, as its ticks do, outside its
-    /// schedule (which fires as before). Nothing is enqueued while a live job
-    /// of the kind holds the schedule's unique key.
+    /// Enqueue one job of a recurring kind now, outside its schedule.
+    ///
+    /// The job is the one its ticks enqueue (payload, queue, priority,
+    /// attempts, unique key), as the runtime that declares the schedule
+    /// recorded it; the schedule fires as before. Nothing is enqueued while a
+    /// live job of the kind holds the schedule's unique key (exit 2, naming it).
     Run {
         /// The recurring job's kind, as `lq cron list` shows it.
         kind: String,

@@ -462,6 +462,10 @@ async fn cron_run_now_enqueues_the_recorded_job_and_refuses_what_it_cannot_run()
     post(&app, "/cron/reports.nightly/skip", &[])
         .await
         .expect(StatusCode::NOT_FOUND);
+    post(&app, "/cron/bad%20kind/run", &[])
+        .await
+        .expect(StatusCode::BAD_REQUEST)
+        .has("invalid kind name");
     assert_eq!(db.count("queued").await, 1);
 }
 
