@@ -1,6 +1,7 @@
 //! The single actions: retry, cancel or delete one job; pause or resume one
-//! queue; run one recurring job now. The guard has already checked access, Origin and CSRF; each action is
-//! audit-logged, and a refusal is shown as a page (409, 404), never a 500.
+//! queue; run one recurring job now. The guard has already checked access,
+//! Origin and CSRF; each action is audit-logged, and a refusal is shown as a
+//! page (409, 404), never a 500.
 //! Deleting asks first, on the server: a POST without `confirm=yes` gets the
 //! question, not the delete. A job action whose form carries `state` (the job
 //! page's forms carry the state it showed) acts only on a job still in that
