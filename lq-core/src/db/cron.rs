@@ -220,21 +220,20 @@ pub async fn cron_run_now(
 ) -> Result<RunNowRow, Error> {
     sqlx::query_as(
         "with s as (
-             select kind, queue, priority, payload, max_attempts, unique_key
+             select kind, queue, priority, payload, max_attempts, unique_key,
+                 (payload, queue, priority, max_attempts) is not null as declared
              from lq.cron_schedules where kind = $1
          ), job as (
              insert into lq.jobs (kind, queue, priority, payload, max_attempts, meta, unique_key)
              select kind, queue, priority, payload, max_attempts, $2, unique_key from s
-             where payload is not null and queue is not null
-               and priority is not null and max_attempts is not null
+             where declared
              on conflict (kind, unique_key) where unique_key is not null do nothing
              returning id, queue
          ), woken as (
              select pg_catalog.pg_notify('lq_jobs', job.queue) from job
          )
          select exists (select from s) as scheduled,
-                exists (select from s where payload is not null and queue is not null
-                          and priority is not null and max_attempts is not null) as declared,
+                exists (select from s where declared) as declared,
                 (select id from job) as id,
                 (select unique_key from s) as unique_key,
                 (select count(*) from woken) as woken",
