@@ -306,6 +306,7 @@ impl RuntimeBuilder {
             leadership: Default::default(),
             completions,
             stale_conns: stale,
+            orphan_leases: Default::default(),
         });
         Ok(Runtime::launch(
             shared,

@@ -28,6 +28,10 @@ pub(crate) enum Claim {
 /// claim (one sent while another of its queue is in flight) then takes a free
 /// slot or claims nothing ([`Claim::Throttled`]); a first claim there claims
 /// without the bound. At shutdown a claim that would wait claims nothing.
+///
+/// A claim that gets no answer from the server (its connection broke, or its
+/// bound ran out) may still have committed: its lease tokens go to
+/// [`crate::orphan_leases`], which hands back any jobs they leased.
 pub(crate) async fn claim(
     shared: &Shared,
     hot: &mut HotConn,
@@ -35,16 +39,39 @@ pub(crate) async fn claim(
     limit: usize,
     second: bool,
 ) -> Result<Claim, Error> {
-    let t = shared.config.db_timeout;
+    let tokens = db::claim::mint_lease_tokens(limit)?;
     let spec = ClaimSpec {
         queue,
         kinds: &shared.kinds,
         lease_secs: &shared.lease_secs,
         limit: i64::try_from(limit).unwrap_or(i64::MAX),
         owner: &shared.config.owner,
+        tokens: &tokens,
     };
+    let mut sent = false;
+    let r = claim_with(shared, hot, spec, second, &mut sent).await;
+    if let Err(e) = &r {
+        if sent && crate::orphan_leases::may_have_committed(e) {
+            crate::orphan_leases::record(shared, queue, tokens);
+        }
+    }
+    r
+}
+
+/// [`claim`] with its spec and tokens made; sets `sent` once it has a
+/// connection to claim on.
+async fn claim_with(
+    shared: &Shared,
+    hot: &mut HotConn,
+    spec: ClaimSpec<'_>,
+    second: bool,
+    sent: &mut bool,
+) -> Result<Claim, Error> {
+    let t = shared.config.db_timeout;
+    let queue = spec.queue;
     let borrowed = !hot.keeps();
     let c = hot.get("job_claim").await?;
+    *sent = true;
     let Some(slots) = shared.config.claim_slots else {
         return Ok(Claim::Jobs(db::timed("job_claim", t, spec.claim(c)).await?));
     };

@@ -495,6 +495,8 @@ async fn release(
                 shared.inflight.set_writing(id, token, was_writing);
                 return Released::Refused;
             }
+            // If it did not land, the job is handed back once the server answers.
+            crate::orphan_leases::record(shared, queue, vec![token]);
             return Released::Unknown;
         }
     }
@@ -514,7 +516,7 @@ fn refused(e: &lq_core::Error) -> bool {
             ..
         }
     );
-    never_sent || db::sqlstate(e).is_some_and(|s| !s.starts_with("08") && !s.starts_with("57P"))
+    never_sent || !crate::orphan_leases::may_have_committed(e)
 }
 
 #[cfg(test)]

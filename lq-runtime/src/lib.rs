@@ -137,6 +137,7 @@ mod heartbeat;
 mod hot_conn;
 mod inflight;
 mod listener;
+mod orphan_leases;
 mod poller;
 mod preflight;
 mod producer;

@@ -72,6 +72,7 @@ impl Runtime {
         services.spawn(poller::run(shared.clone()));
         services.spawn(cluster::run(shared.clone(), queues.clone()));
         services.spawn(rescuer::run(shared.clone()));
+        services.spawn(crate::orphan_leases::run(shared.clone()));
         services.spawn(pruner::run(shared.clone()));
         services.spawn(scheduler::run(shared.clone(), cron_jobs));
         services.spawn(vacuumer::run(shared.clone()));

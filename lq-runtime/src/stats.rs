@@ -54,8 +54,9 @@ pub struct StatsSnapshot {
     pub snoozed: u64,
     /// Jobs that ended cancelled.
     pub cancelled: u64,
-    /// Jobs handed back to the queue unspent: at shutdown, or claimed ahead and
-    /// kept waiting `claim_ahead_wait` for a handler.
+    /// Jobs handed back to the queue unspent: at shutdown, claimed ahead and
+    /// kept waiting `claim_ahead_wait` for a handler, or leased by a claim whose
+    /// answer was lost.
     pub released: u64,
     /// Writes refused because the lease was lost.
     pub lease_lost: u64,

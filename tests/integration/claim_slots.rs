@@ -26,12 +26,15 @@ fn waits_for_a_claim_slot() -> String {
 
 /// A claim of up to `limit` jobs of `kinds` from `queue` for `owner`, 30 s leases.
 fn spec<'a>(queue: &'a str, kinds: &'a [String], limit: i64, owner: &'a str) -> ClaimSpec<'a> {
+    let tokens = db::claim::mint_lease_tokens(usize::try_from(limit).unwrap()).unwrap();
     ClaimSpec {
         queue,
         kinds,
         lease_secs: &[30.0],
         limit,
         owner,
+        // A few per test, kept for the test's life.
+        tokens: Vec::leak(tokens),
     }
 }
 

@@ -16,6 +16,7 @@ mod failover;
 mod hostile;
 mod jobs;
 mod locked_row;
+mod lost_answer;
 mod meta;
 mod migrate;
 mod operator_role;

@@ -11,6 +11,7 @@ use std::{
 use sqlx::{postgres::PgPoolOptions, Connection, PgConnection, PgPool};
 
 pub mod logs;
+pub mod losing_proxy;
 
 /// The admin URL tests create their databases through.
 pub fn admin_url() -> String {

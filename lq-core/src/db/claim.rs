@@ -165,8 +165,10 @@ pub const MOST_CLAIM_SLOTS: u32 = 64;
 /// The locking select is a materialised CTE, so it runs once and can never claim
 /// more than `limit` rows. `lease_secs[i]` is the lease for `kinds[i]`. The attempt
 /// is counted here, so a job that kills its worker still runs out of attempts.
-/// Each job gets a random lease token of its own, minted in Rust (one read of the
-/// OS random source per claim) and paired with the claimed rows in the statement.
+/// Each job gets a random lease token of its own from `spec.tokens`, minted by
+/// the caller ([`mint_lease_tokens`]) and paired with the claimed rows in the
+/// statement: a caller whose claim got no answer knows the tokens it may have
+/// leased and can hand those jobs back ([`super::finish::job_release_unanswered`]).
 ///
 /// The runtime runs it on connections that force one generic plan, with table
 /// scans and sorts ruled out ([`super::HOT_PATH_SETTINGS`]): the pickup
@@ -184,33 +186,41 @@ pub async fn job_claim(
     limit: i64,
     owner: &str,
 ) -> Result<Vec<ClaimedJob>, Error> {
+    let tokens = mint_lease_tokens(usize::try_from(limit).unwrap_or(0))?;
     let spec = ClaimSpec {
         queue,
         kinds,
         lease_secs,
         limit,
         owner,
+        tokens: &tokens,
     };
-    claim_query(concat!("with ", claim_statement!("true", "now()")), spec)?
-        .fetch_all(&mut *conn)
-        .await
-        .map_err(err("job_claim"))
+    spec.claim(conn).await
 }
 
-/// `sql`, a [`claim_statement!`], with `spec` bound as `$1`–`$5` and a fresh lease
-/// token for each job it may claim as `$6`.
+/// `sql`, a [`claim_statement!`], with `spec` bound as `$1`–`$5` and its lease
+/// tokens, one for each job it may claim, as `$6`.
 fn claim_query<'q>(
     sql: &'q str,
     spec: ClaimSpec<'q>,
 ) -> Result<sqlx::query::QueryAs<'q, sqlx::Postgres, ClaimedJob, sqlx::postgres::PgArguments>, Error>
 {
+    // A job past the last token would be leased without one, which the table's
+    // lease check refuses: say why here instead.
+    if usize::try_from(spec.limit).unwrap_or(usize::MAX) > spec.tokens.len() {
+        return Err(err("job_claim")(sqlx::Error::Protocol(format!(
+            "a claim of up to {} jobs was given {} lease tokens",
+            spec.limit,
+            spec.tokens.len()
+        ))));
+    }
     Ok(sqlx::query_as(sql)
         .bind(spec.queue)
         .bind(spec.kinds)
         .bind(spec.limit)
         .bind(spec.owner)
         .bind(spec.lease_secs)
-        .bind(mint_lease_tokens(usize::try_from(spec.limit).unwrap_or(0))?))
+        .bind(spec.tokens))
 }
 
 /// What a claim asks for: up to `limit` ready jobs of `kinds` from `queue`, leased
@@ -227,20 +237,19 @@ pub struct ClaimSpec<'a> {
     pub limit: i64,
     /// The lease owner written into the rows.
     pub owner: &'a str,
+    /// A fresh lease token for each job the claim may take (at least `limit`,
+    /// from [`mint_lease_tokens`]); the claimed jobs get the first ones, in the
+    /// order they are claimed.
+    pub tokens: &'a [Uuid],
 }
 
 impl ClaimSpec<'_> {
-    /// [`job_claim`] of this spec, ungated.
+    /// [`job_claim`] of this spec, ungated, with its own tokens.
     pub async fn claim(&self, conn: &mut PgConnection) -> Result<Vec<ClaimedJob>, Error> {
-        job_claim(
-            conn,
-            self.queue,
-            self.kinds,
-            self.lease_secs,
-            self.limit,
-            self.owner,
-        )
-        .await
+        claim_query(concat!("with ", claim_statement!("true", "now()")), *self)?
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(err("job_claim"))
     }
 }
 
@@ -376,10 +385,11 @@ pub async fn job_claim_in_turn(
 }
 
 /// `n` fresh random lease tokens (UUID v4) from one read of the OS's random
-/// source. Minted here rather than by `gen_random_uuid()` in the claim, which
-/// cost PostgreSQL about a microsecond per job (a few per cent of a drain); one
-/// system call serves a whole claim, where `Uuid::new_v4` would make one per job.
-fn mint_lease_tokens(n: usize) -> Result<Vec<Uuid>, Error> {
+/// source, for a [`ClaimSpec`]. Minted in Rust rather than by
+/// `gen_random_uuid()` in the claim, which cost PostgreSQL about a microsecond
+/// per job (a few per cent of a drain); one system call serves a whole claim,
+/// where `Uuid::new_v4` would make one per job.
+pub fn mint_lease_tokens(n: usize) -> Result<Vec<Uuid>, Error> {
     let mut bytes = vec![0u8; n * 16];
     getrandom::fill(&mut bytes).map_err(|e| {
         err("job_claim")(sqlx::Error::Io(std::io::Error::other(format!(

@@ -13,6 +13,27 @@ use uuid::Uuid;
 use super::err;
 use crate::{storable_error, Error, JobState};
 
+/// The rest of a hand-back after [`held_rows!`]: each held job back in the queue
+/// with its attempt unspent, or `cancelled` when a cancel was requested; returns
+/// the ids written.
+macro_rules! release_held {
+    () => {
+        concat!(
+            "
+         cur as (
+             select id,
+                 case when cancel_requested then 'cancelled' else 'queued' end::lq.job_state as next,
+                 null::jsonb as next_errors
+             from held
+         ),
+         ",
+            requeue_or_end!("attempts = j.attempts - 1,"),
+            "
+         select id from requeued union all select id from archived"
+        )
+    };
+}
+
 /// The success statement's first step: the fenced delete, and each job's final
 /// state (`cancelled` when a cancel was requested meanwhile).
 macro_rules! complete_moved {
@@ -300,23 +321,33 @@ pub async fn job_release_many(
     ids: &[i64],
     tokens: &[Uuid],
 ) -> Result<Vec<i64>, Error> {
+    sqlx::query_scalar(concat!(held_rows!(), ",", release_held!()))
+        .bind(ids)
+        .bind(tokens)
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(err("job_release_many"))
+}
+
+/// The jobs a claim leased with any of `tokens`, handed back as
+/// [`job_release_many`] hands jobs back (their attempt unspent); returns their ids.
+///
+/// For a claim that got no answer (its connection broke, or its bound ran out,
+/// as the commit went through): the claimer minted the tokens, so it can find
+/// the jobs it may have leased without knowing their ids. Running rows only,
+/// through the running rows' index, so a large backlog costs nothing; nothing
+/// matches when the claim did not commit.
+pub async fn job_release_unanswered(
+    conn: &mut PgConnection,
+    tokens: &[Uuid],
+) -> Result<Vec<i64>, Error> {
     sqlx::query_scalar(concat!(
-        held_rows!(),
-        ",
-         cur as (
-             select id,
-                 case when cancel_requested then 'cancelled' else 'queued' end::lq.job_state as next,
-                 null::jsonb as next_errors
-             from held
-         ),
-         ",
-        requeue_or_end!("attempts = j.attempts - 1,"),
-        "
-         select id from requeued union all select id from archived"
+        held_rows!(where "j.state = 'running' and j.lease_token = any($1::uuid[])"),
+        ",",
+        release_held!()
     ))
-    .bind(ids)
     .bind(tokens)
     .fetch_all(&mut *conn)
     .await
-    .map_err(err("job_release_many"))
+    .map_err(err("job_release_unanswered"))
 }

@@ -13,19 +13,26 @@ use crate::Error;
 /// (`id = any($1)`), keeps those whose current token is one of `$2` (exact
 /// fencing, since every claim mints a fresh random token), and locks them in id
 /// order, so two batches of one worker (completions, hand-back) can never
-/// deadlock.
+/// deadlock. `held_rows!(where …)` finds the rows by that condition instead.
 ///
 /// It also reads, from the locked (so newest) row version, whether a cancel was
 /// requested: statements that split the rows by it must decide here, not in a
 /// later step that reads the statement's snapshot.
 macro_rules! held_rows {
     () => {
-        "with held as materialized (
+        held_rows!(where "j.id = any($1::bigint[]) and j.lease_token = any($2::uuid[])")
+    };
+    (where $which:literal) => {
+        concat!(
+            "with held as materialized (
              select j.id, j.cancel_requested_at is not null as cancel_requested from lq.jobs j
-             where j.id = any($1::bigint[]) and j.lease_token = any($2::uuid[])
+             where ",
+            $which,
+            "
              order by j.id
              for update of j
          )"
+        )
     };
 }
 
