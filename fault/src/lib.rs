@@ -3,7 +3,8 @@
 //! litequeue's fault suite. `lq-fault` (the orchestrator) creates a fresh database
 //! per scenario on a PostgreSQL cluster of its own, enqueues jobs, runs real
 //! `lq-fault-worker` processes and injects faults — `kill -9`, `SIGSTOP`/`SIGCONT`,
-//! `pg_ctl stop -m immediate`, `pg_terminate_backend`, poison jobs, `SIGTERM` —
+//! `pg_ctl stop -m immediate`, `pg_terminate_backend`, poison jobs, `SIGTERM`,
+//! answers lost after their commit (a proxy, [`proxy`]) —
 //! each triggered by database state, never by a sleep. Every job is then classified
 //! as lost, duplicated or unexpected, and every duplicate is checked against a lease
 //! that had expired.
@@ -21,6 +22,7 @@ pub mod classify;
 pub mod cluster;
 pub mod jobs;
 pub mod probe;
+pub mod proxy;
 pub mod report;
 pub mod scenarios;
 pub mod schema;

@@ -30,10 +30,16 @@ impl Deadline {
 
     /// Sleeps one poll interval, or fails when the deadline has passed.
     pub async fn tick(&self) -> Result<()> {
+        self.check()?;
+        tokio::time::sleep(POLL).await;
+        Ok(())
+    }
+
+    /// Fails when the deadline has passed.
+    pub fn check(&self) -> Result<()> {
         if Instant::now() >= self.until {
             bail!("timed out waiting for {}", self.what);
         }
-        tokio::time::sleep(POLL).await;
         Ok(())
     }
 }

@@ -20,6 +20,8 @@ use crate::{
 pub(crate) struct Completion {
     pub id: i64,
     pub token: Uuid,
+    /// The attempt's number, to find a success whose answer was lost.
+    pub attempt: i32,
     /// Its kind and queue, to count the success where it belongs.
     pub kind: &'static str,
     pub queue: Arc<str>,
@@ -294,6 +296,15 @@ async fn write(
     metrics.flushed(ids.len(), secs);
     let settled = ids.len() - locked.len();
     let is_settled = |i: &usize| !locked.contains(i);
+    if done.len() < settled {
+        let seemingly_lost: Vec<&Completion> = batch
+            .iter()
+            .enumerate()
+            .filter(|(i, c)| is_settled(i) && !done.contains(&c.id))
+            .map(|(_, c)| c)
+            .collect();
+        done.extend(landed_unheard(shared, conn, &seemingly_lost).await);
+    }
     tally(
         shared,
         batch
@@ -323,6 +334,42 @@ async fn write(
         shared.inflight.remove_all(&ids, &tokens);
     }
     locked
+}
+
+/// Of `seemingly_lost`, successes not written by the last try, those an earlier
+/// try wrote though its answer was lost (the history holds them, ended by this
+/// runtime at that attempt); the rest lost their lease. The lookup is tried
+/// three times (the connection that lost one answer may lose the next); if it
+/// never answers, they all count as lost, as before it.
+async fn landed_unheard(
+    shared: &Shared,
+    conn: &mut HotConn,
+    seemingly_lost: &[&Completion],
+) -> Vec<i64> {
+    let ids: Vec<i64> = seemingly_lost.iter().map(|c| c.id).collect();
+    let attempts: Vec<i32> = seemingly_lost.iter().map(|c| c.attempt).collect();
+    let mut failures = 0;
+    loop {
+        let found = async {
+            let c = conn.get("job_successes_in_history").await?;
+            let owner = &shared.config.owner;
+            let lookup = db::finish::job_successes_in_history(c, &ids, &attempts, owner);
+            db::timed("job_successes_in_history", shared.config.db_timeout, lookup).await
+        }
+        .await;
+        match found {
+            Ok(landed) => return landed,
+            Err(e) => {
+                conn.discard();
+                failures += 1;
+                debug!(error = %chain(&e), failures, "could not tell lost leases from unheard successes");
+                if failures == 3 {
+                    return Vec::new();
+                }
+                tokio::time::sleep(retry_delay(failures)).await;
+            }
+        }
+    }
 }
 
 /// Writes the rows of `range` that no other session holds locked, without waiting
@@ -535,6 +582,7 @@ mod tests {
         Completion {
             id,
             token: Uuid::new_v4(),
+            attempt: 1,
             kind: "test",
             queue: Arc::from("q"),
             slot: slots.take().expect("a free slot"),

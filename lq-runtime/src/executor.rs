@@ -173,6 +173,7 @@ async fn run(shared: Arc<Shared>, queue: Arc<str>, job: ClaimedJob, mut slot: Sl
             let done = Completion {
                 id: job.id,
                 token: job.lease_token,
+                attempt: job.attempts,
                 kind: desc.kind,
                 queue: queue.clone(),
                 slot,

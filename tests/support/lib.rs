@@ -11,7 +11,6 @@ use std::{
 use sqlx::{postgres::PgPoolOptions, Connection, PgConnection, PgPool};
 
 pub mod logs;
-pub mod losing_proxy;
 
 /// The admin URL tests create their databases through.
 pub fn admin_url() -> String {

@@ -25,6 +25,7 @@ mod freeze;
 mod kill9;
 mod leader;
 mod lock;
+mod lost_answers;
 mod pause;
 mod pg_restart;
 mod poison;
@@ -44,6 +45,7 @@ pub const ALL: &[&str] = &[
     "pause",
     "deploy",
     "lock",
+    "lost-answers",
 ];
 
 /// What every scenario needs from the command line and environment.
@@ -63,9 +65,8 @@ pub async fn run(env: &Env, name: &'static str) -> Row {
     let started = Instant::now();
     let limit = Duration::from_secs(match name {
         "kill9" => 150,
-        "pg-restart" | "terminate" | "poison" | "cron" | "leader" | "pause" | "deploy" | "lock" => {
-            90
-        }
+        "pg-restart" | "terminate" | "poison" | "cron" | "leader" | "pause" | "deploy" | "lock"
+        | "lost-answers" => 90,
         _ => 60,
     });
     let index = ALL.iter().position(|n| *n == name).unwrap_or(0) as u64;
@@ -83,6 +84,7 @@ pub async fn run(env: &Env, name: &'static str) -> Row {
             "pause" => pause::run(&mut st).await,
             "deploy" => deploy::run(&mut st).await,
             "lock" => lock::run(&mut st).await,
+            "lost-answers" => lost_answers::run(&mut st).await,
             other => anyhow::bail!("no scenario {other}"),
         };
         match fleet {

@@ -329,6 +329,31 @@ pub async fn job_release_many(
         .map_err(err("job_release_many"))
 }
 
+/// Of the attempts `(ids[i], attempts[i])` whose success write seemed not to
+/// land, those the history shows ended by `owner`'s write: a success sent again
+/// after its answer was lost finds its row gone, as if the lease had been lost.
+/// An attempt's number is counted at claim, so a later attempt (after a lease
+/// really lost) never matches; a job the rescuer ended `dead` does not either.
+pub async fn job_successes_in_history(
+    conn: &mut PgConnection,
+    ids: &[i64],
+    attempts: &[i32],
+    owner: &str,
+) -> Result<Vec<i64>, Error> {
+    sqlx::query_scalar(
+        "select h.id from lq.finished_jobs h
+         join rows from (pg_catalog.unnest($1::bigint[]), pg_catalog.unnest($2::int[])) as s(id, attempt)
+           on h.id = s.id and h.attempts = s.attempt
+         where h.lease_owner = $3 and h.state in ('succeeded', 'cancelled')",
+    )
+    .bind(ids)
+    .bind(attempts)
+    .bind(owner)
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(err("job_successes_in_history"))
+}
+
 /// The jobs a claim leased with any of `tokens`, handed back as
 /// [`job_release_many`] hands jobs back (their attempt unspent); returns their ids.
 ///

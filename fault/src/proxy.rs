@@ -1,14 +1,18 @@
-//! A proxy between a client and PostgreSQL that loses one answer after the
-//! server committed it: the fault of a network that drops a connection at the
-//! worst moment, made on cue.
+//! A proxy between clients and PostgreSQL that loses answers after the server
+//! committed them: the fault of a network that drops a connection at the worst
+//! moment, made on cue.
 //!
-//! Once the server sends a data row holding the proxy's marker, nothing more
-//! goes to the client on that connection; when the server then says it is ready
-//! for the next query outside any transaction (the statement has committed), the
-//! proxy closes both sides. Every other connection, and every byte before the
-//! marker, passes unchanged. It reads the server's messages (a type byte and a
-//! length), so the client must not ask for TLS ([`LosingProxy::options`] turns
-//! it off).
+//! A connection told to lose an answer forwards nothing more to its client from
+//! that point; when the server then says it is ready for the next query outside
+//! any transaction (what was sent has committed), the proxy closes both sides.
+//! Inside a transaction it stays silent until the client gives up. Every other
+//! connection, every byte before the cue, and every connection's start
+//! (authentication, up to the first ready-for-query) pass unchanged. Two cues: the
+//! first data row holding a marker ([`LosingProxy::start`]), for a test that
+//! loses one chosen answer, and "the next answer the server sends on any
+//! connection" ([`LosingProxy::lose_next`]), for a storm. The proxy reads the
+//! server's messages (a type byte and a length), so clients must not ask for
+//! TLS ([`LosingProxy::options`] and [`LosingProxy::url`] turn it off).
 
 use std::{
     path::PathBuf,
@@ -36,21 +40,26 @@ enum Upstream {
 pub struct LosingProxy {
     port: u16,
     lost: Arc<AtomicUsize>,
+    cue: Arc<Cue>,
     task: JoinHandle<()>,
 }
 
 /// What the connections of one proxy share.
 struct Cue {
+    /// Lose the first answer whose data row holds it (empty: none).
     marker: Vec<u8>,
-    /// Cleared by the connection that loses the answer: one per proxy.
+    /// Cleared by the connection that loses the marked answer: one per proxy.
     armed: AtomicBool,
+    /// Answers still to lose, each the next one any connection's server sends.
+    next: AtomicUsize,
     lost: Arc<AtomicUsize>,
 }
 
 impl LosingProxy {
     /// Starts a proxy on a free local port to the server `server` names; the
-    /// first answer holding `marker` is lost.
-    pub async fn start(server: &PgConnectOptions, marker: &str) -> Self {
+    /// first answer with a data row message holding `marker` (bytes of the
+    /// message, its type byte included) is lost; none when it is empty.
+    pub async fn start(server: &PgConnectOptions, marker: &[u8]) -> Self {
         let host = server.get_host().to_owned();
         let upstream = if host.starts_with('/') {
             Upstream::Unix(PathBuf::from(format!(
@@ -64,13 +73,15 @@ impl LosingProxy {
         let port = listener.local_addr().expect("local address").port();
         let lost = Arc::new(AtomicUsize::new(0));
         let cue = Arc::new(Cue {
-            marker: marker.as_bytes().to_vec(),
-            armed: AtomicBool::new(true),
+            marker: marker.to_vec(),
+            armed: AtomicBool::new(!marker.is_empty()),
+            next: AtomicUsize::new(0),
             lost: lost.clone(),
         });
+        let shared = cue.clone();
         let task = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
-                let (upstream, cue) = (upstream.clone(), cue.clone());
+                let (upstream, cue) = (upstream.clone(), shared.clone());
                 tokio::spawn(async move {
                     match upstream {
                         Upstream::Tcp(host, port) => {
@@ -87,7 +98,12 @@ impl LosingProxy {
                 });
             }
         });
-        Self { port, lost, task }
+        Self {
+            port,
+            lost,
+            cue,
+            task,
+        }
     }
 
     /// `base` pointed at the proxy, without TLS.
@@ -98,7 +114,32 @@ impl LosingProxy {
             .ssl_mode(PgSslMode::Disable)
     }
 
-    /// Answers lost so far: 0 or 1.
+    /// `url` (a `postgres://` URL of the proxied server) pointed at the proxy,
+    /// without TLS.
+    pub fn url(&self, url: &str) -> String {
+        let (head, query) = url.split_once('?').unwrap_or((url, ""));
+        let (scheme, rest) = head.split_once("://").unwrap_or(("postgres", head));
+        let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+        let user = authority.rsplit_once('@').map(|(u, _)| format!("{u}@"));
+        let params: Vec<&str> = query
+            .split('&')
+            .filter(|p| !p.is_empty() && !p.starts_with("sslmode="))
+            .chain(["sslmode=disable"])
+            .collect();
+        format!(
+            "{scheme}://{}127.0.0.1:{}/{path}?{}",
+            user.unwrap_or_default(),
+            self.port,
+            params.join("&")
+        )
+    }
+
+    /// Makes the next answer the server sends, on whichever connection, lost.
+    pub fn lose_next(&self) {
+        self.cue.next.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Answers lost so far.
     pub fn answers_lost(&self) -> usize {
         self.lost.load(Ordering::SeqCst)
     }
@@ -124,6 +165,22 @@ async fn relay<S: AsyncRead + AsyncWrite + Unpin>(client: TcpStream, server: S, 
     // Dropping both halves of both sockets closes them.
 }
 
+impl Cue {
+    /// Whether the answer that `msg`, a message of the server's, belongs to is
+    /// to be lost from it on.
+    fn takes(&self, msg: &[u8]) -> bool {
+        let marked = msg[0] == b'D'
+            && self.armed.load(Ordering::SeqCst)
+            && msg.windows(self.marker.len()).any(|w| w == self.marker)
+            && self.armed.swap(false, Ordering::SeqCst);
+        marked
+            || self
+                .next
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok()
+    }
+}
+
 /// Forwards the server's messages to the client whole, losing the rest of the
 /// answer that holds the marker (see the module).
 async fn answers(
@@ -134,6 +191,9 @@ async fn answers(
     let mut buf: Vec<u8> = Vec::with_capacity(16 * 1024);
     let mut chunk = vec![0u8; 16 * 1024];
     let mut losing = false;
+    // Answers to queries only: the connection's start (authentication, the
+    // server's parameters) ends with its first ready-for-query.
+    let mut started = false;
     loop {
         let n = server.read(&mut chunk).await?;
         if n == 0 {
@@ -150,13 +210,10 @@ async fn answers(
                 break;
             }
             let msg = &buf[at..end];
-            if !losing
-                && msg[0] == b'D'
-                && msg.windows(cue.marker.len()).any(|w| w == cue.marker)
-                && cue.armed.swap(false, Ordering::SeqCst)
-            {
-                losing = true;
+            if started && !losing {
+                losing = cue.takes(msg);
             }
+            started |= msg[0] == b'Z';
             if !losing {
                 out.extend_from_slice(msg);
             } else if msg[0] == b'Z' && msg.get(5) == Some(&b'I') {
