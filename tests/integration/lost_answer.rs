@@ -35,19 +35,11 @@ impl Perform for Marked {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_claim_whose_answer_is_lost_hands_its_jobs_back_unspent() {
-    let db = TestDb::new().await;
-    let marker = "lost-claim-answer-3f9c";
-    let id = Marked {
-        marker: marker.to_owned(),
-    }
-    .enqueue(&db.pool)
-    .await
-    .unwrap()
-    .id;
+/// A runtime serving `default` whose connections go through a proxy that loses
+/// the answer `marker` identifies (see [`LosingProxy::start`]).
+async fn start_through_proxy(db: &TestDb, marker: &[u8]) -> (LosingProxy, Runtime, Ledger) {
     let server = db.pool.connect_options();
-    let proxy = LosingProxy::start(&server, marker.as_bytes()).await;
+    let proxy = LosingProxy::start(&server, marker).await;
     let through_proxy = PgPoolOptions::new()
         .max_connections(10)
         .connect_with(proxy.options(&server))
@@ -61,6 +53,21 @@ async fn a_claim_whose_answer_is_lost_hands_its_jobs_back_unspent() {
         .start()
         .await
         .unwrap();
+    (proxy, rt, ledger)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_whose_answer_is_lost_hands_its_jobs_back_unspent() {
+    let db = TestDb::new().await;
+    let marker = "lost-claim-answer-3f9c";
+    let id = Marked {
+        marker: marker.to_owned(),
+    }
+    .enqueue(&db.pool)
+    .await
+    .unwrap()
+    .id;
+    let (proxy, rt, ledger) = start_through_proxy(&db, marker.as_bytes()).await;
     db.wait_for(
         "the job to end",
         &format!("select exists (select from lq.finished_jobs where id = {id})"),
@@ -110,21 +117,7 @@ async fn a_success_whose_answer_is_lost_counts_as_a_success_not_a_lost_lease() {
     .await
     .unwrap()
     .id;
-    let server = db.pool.connect_options();
-    let proxy = LosingProxy::start(&server, &success_row(id)).await;
-    let through_proxy = PgPoolOptions::new()
-        .max_connections(10)
-        .connect_with(proxy.options(&server))
-        .await
-        .unwrap();
-    let ledger = Ledger::default();
-    let rt = Runtime::builder(through_proxy)
-        .config(quick())
-        .queue("default", 2)
-        .state(ledger.clone())
-        .start()
-        .await
-        .unwrap();
+    let (proxy, rt, ledger) = start_through_proxy(&db, &success_row(id)).await;
     // The success is written, its answer lost, and written again (finding the
     // row gone) before the runtime counts it one way or the other.
     let started = std::time::Instant::now();
