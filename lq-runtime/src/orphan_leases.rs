@@ -49,23 +49,28 @@ pub(crate) fn may_have_committed(e: &Error) -> bool {
 }
 
 /// Records that `tokens`, sent on `queue` by a statement that got no answer,
-/// may lease jobs this runtime will not run.
+/// may lease jobs this runtime will not run: until the longest lease, from a
+/// commit as late as the statement's bound allows, has run out.
 pub(crate) fn record(shared: &Shared, queue: &str, tokens: Vec<Uuid>) {
-    if tokens.is_empty() {
-        return;
-    }
     let longest = shared.lease_secs.iter().copied().fold(0.0, f64::max);
     let window = Duration::from_secs_f64(longest) + 2 * shared.config.db_timeout;
-    let orphans = &shared.orphan_leases;
-    orphans.pending.lock().expect("not poisoned").push(Pending {
-        queue: queue.to_owned(),
-        tokens,
-        until: Instant::now() + window,
-    });
-    orphans.added.notify_one();
+    shared.orphan_leases.add(queue, tokens, window);
 }
 
 impl OrphanLeases {
+    /// Keeps `tokens` for `window` from now, and wakes the duty.
+    fn add(&self, queue: &str, tokens: Vec<Uuid>, window: Duration) {
+        if tokens.is_empty() {
+            return;
+        }
+        self.pending.lock().expect("not poisoned").push(Pending {
+            queue: queue.to_owned(),
+            tokens,
+            until: Instant::now() + window,
+        });
+        self.added.notify_one();
+    }
+
     /// The tokens to try now; those past their window are dropped.
     fn due(&self) -> Vec<(String, Vec<Uuid>)> {
         let now = Instant::now();
@@ -142,4 +147,47 @@ async fn hand_back(shared: &Shared) -> bool {
         }
     }
     shared.orphan_leases.any()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_kept_for_their_window_until_their_jobs_are_back() {
+        let orphans = OrphanLeases::default();
+        let (a, b) = (vec![Uuid::new_v4(), Uuid::new_v4()], vec![Uuid::new_v4()]);
+        orphans.add("q", a.clone(), Duration::from_secs(60));
+        orphans.add("r", b.clone(), Duration::from_secs(60));
+        orphans.add("q", Vec::new(), Duration::from_secs(60)); // nothing to find
+        assert_eq!(
+            orphans.due(),
+            vec![("q".to_owned(), a.clone()), ("r".to_owned(), b.clone())]
+        );
+        orphans.settled(&a);
+        assert_eq!(orphans.due(), vec![("r".to_owned(), b)]);
+        assert!(orphans.any());
+    }
+
+    #[test]
+    fn tokens_past_their_window_are_the_rescuers() {
+        let orphans = OrphanLeases::default();
+        orphans.add("q", vec![Uuid::new_v4()], Duration::ZERO);
+        assert!(orphans.due().is_empty());
+        assert!(!orphans.any());
+    }
+
+    #[test]
+    fn an_answer_that_never_came_may_hide_a_commit() {
+        let timed_out = Error::Timeout {
+            op: "job_claim",
+            after: Duration::from_secs(10),
+        };
+        assert!(may_have_committed(&timed_out));
+        let broken = Error::Database {
+            op: "job_claim",
+            source: sqlx::Error::Io(std::io::Error::other("connection reset")),
+        };
+        assert!(may_have_committed(&broken));
+    }
 }
