@@ -52,8 +52,8 @@ pub(crate) struct Shared {
     /// What the metrics publisher has published of the tallies.
     #[cfg(feature = "metrics")]
     pub metrics_published: std::sync::Mutex<crate::publisher::Published>,
-    /// Claims that got no answer, whose jobs are handed back (see
-    /// [`crate::orphan_leases`]).
+    /// Lease tokens of claims and hand-backs that got no answer, whose jobs are
+    /// handed back (see [`crate::orphan_leases`]).
     pub orphan_leases: crate::orphan_leases::OrphanLeases,
     /// Sends successes to the batching completer.
     pub completions: tokio::sync::mpsc::Sender<crate::completer::Completion>,
