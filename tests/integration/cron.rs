@@ -541,6 +541,10 @@ async fn a_recurring_job_runs_now_as_its_ticks_would_without_a_tick() {
     )
     .await;
     let before = control::cron_schedules(&db.pool).await.unwrap();
+    assert!(
+        before.iter().any(|s| s.kind == kind && s.runnable),
+        "the declared schedule can be run now: {before:?}"
+    );
     // Held in the queue while we look, then let go.
     control::pause_queue(&db.pool, "cron-now", "test")
         .await
@@ -633,6 +637,12 @@ async fn running_an_unknown_or_undeclared_schedule_now_says_which_and_enqueues_n
     .execute(&db.pool)
     .await
     .unwrap();
+    let listed = control::cron_schedules(&db.pool).await.unwrap();
+    let old = listed
+        .iter()
+        .find(|s| s.kind == "test.old_runtime")
+        .unwrap();
+    assert!(!old.runnable, "the list says it cannot be run now");
     let undeclared = control::cron_run_now(&db.pool, "test.old_runtime", "ops")
         .await
         .unwrap_err();

@@ -48,6 +48,7 @@ pub async fn cron_schedules(pool: &PgPool) -> Result<Vec<CronInfo>, Error> {
                 checked_at: r.checked_at,
                 last_job_id: r.last_job_id,
                 next_tick,
+                runnable: r.runnable,
             }
         })
         .collect())
@@ -77,6 +78,9 @@ pub struct CronInfo {
     pub last_job_id: Option<i64>,
     /// The next tick to fire (database time), from the declaration.
     pub next_tick: Option<DateTime<Utc>>,
+    /// Whether [`cron_run_now`] can enqueue its job: false until a runtime of
+    /// schema 12 or later has declared the schedule and recorded the job.
+    pub runnable: bool,
 }
 
 /// Enqueues one job of recurring `kind` now, outside its schedule: the job its

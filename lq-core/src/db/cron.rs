@@ -257,6 +257,8 @@ pub struct ScheduleRow {
     pub last_tick: DateTime<Utc>,
     pub checked_at: DateTime<Utc>,
     pub last_job_id: Option<i64>,
+    /// Whether the row records the job its ticks enqueue (see [`cron_run_now`]).
+    pub runnable: bool,
     pub now: DateTime<Utc>,
 }
 
@@ -266,6 +268,7 @@ pub async fn cron_schedules_list(conn: &mut PgConnection) -> Result<Vec<Schedule
         "select s.kind, s.expr, s.tz, s.catch_up, s.queue, s.declared_by, s.last_tick, s.checked_at,
              (select t.job_id from lq.cron_ticks t where t.kind = s.kind
               order by t.tick desc limit 1) as last_job_id,
+             (s.payload, s.queue, s.priority, s.max_attempts) is not null as runnable,
              now() as now
          from lq.cron_schedules s
          order by s.kind",

@@ -47,7 +47,17 @@ pub(crate) async fn page(ctx: Ctx, State(sh): State<Arc<Shared>>, uri: Uri) -> R
                                 }
                                 td { (s.declared_by.as_deref().unwrap_or("–")) }
                                 td { (layout::time(s.checked_at)) }
-                                @if ctx.can_act() { td { (run_now(&ctx, &s.kind)) } }
+                                @if ctx.can_act() {
+                                    td {
+                                        @if s.runnable { (run_now(&ctx, &s.kind)) }
+                                        @else {
+                                            button type="button" disabled
+                                                title="Its job is not recorded yet: start a runtime of this version that declares it" {
+                                                "Run now"
+                                            }
+                                        }
+                                    }
+                                }
                             }
                         }
                     }

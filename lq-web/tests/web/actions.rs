@@ -410,6 +410,26 @@ async fn queues_pause_and_resume_and_return_where_they_were_asked() {
 }
 
 #[tokio::test]
+async fn run_now_is_offered_only_where_the_schedule_records_its_job() {
+    let (db, app) = support::full().await;
+    support::declare_schedule(&db, "reports.recorded", "reports").await;
+    // As a runtime of schema 11 declares it: no job recorded, so no run now.
+    sqlx::query(
+        "insert into lq.cron_schedules (kind, last_tick, expr, tz, catch_up, queue, declared_by)
+         values ('reports.older', now(), '0 3 * * *', 'UTC', 'once', 'reports', 'rt-11')",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    get(&app, "/cron")
+        .await
+        .has(r#"action="/cron/reports.recorded/run""#)
+        .lacks(r#"action="/cron/reports.older/run""#)
+        .has(r#"<button type="button" disabled"#)
+        .has("start a runtime of this version that declares it");
+}
+
+#[tokio::test]
 async fn cron_run_now_enqueues_the_recorded_job_and_refuses_what_it_cannot_run() {
     let (db, app) = support::full().await;
     // A schedule as a runtime that has the type records it, with a unique key.
