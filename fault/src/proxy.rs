@@ -48,6 +48,9 @@ pub struct LosingProxy {
 struct Cue {
     /// Lose the first answer whose data row holds it (empty: none).
     marker: Vec<u8>,
+    /// Only an answer whose one and only data row holds the marker: not a
+    /// driver's own lookup that lists the same value among others.
+    alone: bool,
     /// Cleared by the connection that loses the marked answer: one per proxy.
     armed: AtomicBool,
     /// Answers still to lose, each the next one any connection's server sends.
@@ -60,6 +63,17 @@ impl LosingProxy {
     /// first answer with a data row message holding `marker` (bytes of the
     /// message, its type byte included) is lost; none when it is empty.
     pub async fn start(server: &PgConnectOptions, marker: &[u8]) -> Self {
+        Self::start_with(server, marker, false).await
+    }
+
+    /// [`LosingProxy::start`] for an answer of one data row holding `marker`:
+    /// for a value a driver's own lookups also send among others (sqlx lists an
+    /// enum's labels, one row each, the first time a connection meets its type).
+    pub async fn start_alone(server: &PgConnectOptions, marker: &[u8]) -> Self {
+        Self::start_with(server, marker, true).await
+    }
+
+    async fn start_with(server: &PgConnectOptions, marker: &[u8], alone: bool) -> Self {
         let host = server.get_host().to_owned();
         let upstream = if host.starts_with('/') {
             Upstream::Unix(PathBuf::from(format!(
@@ -74,6 +88,7 @@ impl LosingProxy {
         let lost = Arc::new(AtomicUsize::new(0));
         let cue = Arc::new(Cue {
             marker: marker.to_vec(),
+            alone,
             armed: AtomicBool::new(!marker.is_empty()),
             next: AtomicUsize::new(0),
             lost: lost.clone(),
@@ -166,13 +181,17 @@ async fn relay<S: AsyncRead + AsyncWrite + Unpin>(client: TcpStream, server: S, 
 }
 
 impl Cue {
+    /// Whether `msg` is a data row holding the armed marker.
+    fn marks(&self, msg: &[u8]) -> bool {
+        msg[0] == b'D'
+            && self.armed.load(Ordering::SeqCst)
+            && msg.windows(self.marker.len()).any(|w| w == self.marker)
+    }
+
     /// Whether the answer that `msg`, a message of the server's, belongs to is
     /// to be lost from it on.
     fn takes(&self, msg: &[u8]) -> bool {
-        let marked = msg[0] == b'D'
-            && self.armed.load(Ordering::SeqCst)
-            && msg.windows(self.marker.len()).any(|w| w == self.marker)
-            && self.armed.swap(false, Ordering::SeqCst);
+        let marked = !self.alone && self.marks(msg) && self.armed.swap(false, Ordering::SeqCst);
         marked
             || self
                 .next
@@ -194,6 +213,9 @@ async fn answers(
     // Answers to queries only: the connection's start (authentication, the
     // server's parameters) ends with its first ready-for-query.
     let mut started = false;
+    // A marked data row held back until the next message tells whether it is
+    // its answer's only row (with `alone`).
+    let mut held: Option<Vec<u8>> = None;
     loop {
         let n = server.read(&mut chunk).await?;
         if n == 0 {
@@ -210,6 +232,19 @@ async fn answers(
                 break;
             }
             let msg = &buf[at..end];
+            if let Some(row) = held.take() {
+                // The command's end right after it: the row was alone.
+                if msg[0] == b'C' && cue.armed.swap(false, Ordering::SeqCst) {
+                    losing = true;
+                } else {
+                    out.extend_from_slice(&row);
+                }
+            }
+            if started && !losing && cue.alone && cue.marks(msg) {
+                held = Some(msg.to_vec());
+                at = end;
+                continue;
+            }
             if started && !losing {
                 losing = cue.takes(msg);
             }

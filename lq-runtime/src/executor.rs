@@ -319,6 +319,9 @@ async fn record(shared: &Shared, job: Attempt<'_>, outcome: Outcome, retry_in: O
     }
     let mut write = Write::of(&outcome, retry_in);
     let mut failures = 0u32;
+    // Whether a try went unanswered but may have landed: a later try then
+    // finds the lease gone, and asks whether that write was this one.
+    let mut unheard = false;
     loop {
         let w = &write;
         let result = shared
@@ -333,6 +336,14 @@ async fn record(shared: &Shared, job: Attempt<'_>, outcome: Outcome, retry_in: O
                 return;
             }
             Ok(None) => {
+                if unheard {
+                    if let Some(state) = landed_unheard(shared, job, &write).await {
+                        debug!(id, "the outcome was written; its answer had been lost");
+                        count(shared, job, &outcome, state);
+                        log_outcome(job, &outcome, &write, state, retry_in);
+                        return;
+                    }
+                }
                 Stats::add(&shared.stats.lease_lost, 1);
                 tally(shared, job, Recorded::LeaseLost);
                 warn!(
@@ -355,6 +366,7 @@ async fn record(shared: &Shared, job: Attempt<'_>, outcome: Outcome, retry_in: O
             }
             return;
         }
+        unheard |= !refused(&e);
         warn!(id, error = %chain(&e), "could not record the outcome; retrying");
         if failures >= OUTCOME_TRIES || (shared.hard_stop.is_cancelled() && failures >= 3) {
             error!(id, failures, error = %chain(&e), "gave up recording the outcome; the job returns to the queue when its lease expires");
@@ -362,6 +374,37 @@ async fn record(shared: &Shared, job: Attempt<'_>, outcome: Outcome, retry_in: O
         }
         tokio::time::sleep(retry_delay(failures)).await;
     }
+}
+
+/// The state `write` left the job in, when an earlier try of it landed though
+/// its answer was lost (see [`db::finish::job_outcome_landed`]); `None` when it
+/// did not, so the lease was lost. The lookup is tried three times, as the
+/// connection that lost one answer may lose the next; if it never answers, the
+/// lease counts as lost.
+async fn landed_unheard(shared: &Shared, job: Attempt<'_>, write: &Write) -> Option<JobState> {
+    let owner = &shared.config.owner;
+    let text = write.text();
+    for failures in 1..=3 {
+        let found = shared
+            .with_conn("job_outcome_landed", |mut conn| {
+                let text = text.as_deref();
+                async move {
+                    db::finish::job_outcome_landed(&mut conn, job.id, job.attempt, owner, text)
+                        .await
+                }
+            })
+            .await;
+        match found {
+            Ok(state) => return state,
+            Err(e) => {
+                debug!(id = job.id, error = %chain(&e), failures, "could not tell a lost lease from an unheard outcome");
+                if failures < 3 {
+                    tokio::time::sleep(retry_delay(failures)).await;
+                }
+            }
+        }
+    }
+    None
 }
 
 /// Ends a job whose every outcome write was refused `dead`, with the refusal as

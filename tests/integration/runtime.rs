@@ -215,11 +215,7 @@ async fn a_stale_lease_token_changes_nothing() {
         .unwrap()
         .remove(0);
     // The lease expires and the rescuer hands the job to another worker.
-    sqlx::query("update lq.jobs set lease_expires_at = now() - interval '1 second' where id = $1")
-        .bind(id)
-        .execute(&mut *conn)
-        .await
-        .unwrap();
+    db.expire_lease(id).await;
     assert_eq!(
         db::lease::job_rescue_expired(&mut conn, 10, None)
             .await
@@ -299,13 +295,7 @@ async fn a_job_that_keeps_killing_its_worker_goes_dead_after_max_attempts() {
             .await
             .unwrap();
         assert_eq!(got.len(), 1, "round {round}");
-        sqlx::query(
-            "update lq.jobs set lease_expires_at = now() - interval '1 second' where id = $1",
-        )
-        .bind(id)
-        .execute(&mut *conn)
-        .await
-        .unwrap();
+        db.expire_lease(id).await;
         db::lease::job_rescue_expired(&mut conn, 10, None)
             .await
             .unwrap();
@@ -371,11 +361,7 @@ async fn a_rescued_job_keeps_its_place_in_the_queue() {
         .await
         .unwrap();
     enqueue_noops(&db, 1..100).await;
-    sqlx::query("update lq.jobs set lease_expires_at = now() - interval '1 second' where id = $1")
-        .bind(first)
-        .execute(&mut *conn)
-        .await
-        .unwrap();
+    db.expire_lease(first).await;
     db::lease::job_rescue_expired(&mut conn, 10, None)
         .await
         .unwrap();

@@ -91,6 +91,20 @@ impl TestDb {
         finish_job(&mut conn, id, state, ago_secs).await;
     }
 
+    /// Makes running job `id`'s lease expire a second ago, as if its worker had
+    /// stopped heartbeating (the rescuer may then take it).
+    pub async fn expire_lease(&self, id: i64) {
+        let expired = sqlx::query(
+            "update lq.jobs set lease_expires_at = now() - interval '1 second'
+             where id = $1 and state = 'running'",
+        )
+        .bind(id)
+        .execute(&self.pool)
+        .await
+        .expect("expire a lease");
+        assert_eq!(expired.rows_affected(), 1, "job {id} is not running");
+    }
+
     /// Puts `n` finished jobs in the history, succeeded two days ago, and makes the
     /// server refuse every delete statement on it after the first (a statement
     /// trigger raising "the second batch is refused"): a prune of more than one

@@ -10,7 +10,9 @@
 //! performance: a claim whose answer was lost must hand its jobs back unspent,
 //! not leave them to be rescued a minute later with an attempt counted that
 //! never ran; and no worker may count a lease lost (a success whose answer was
-//! lost landed).
+//! lost landed). A quarter of the jobs panic on their first attempt, so the
+//! writes of failures lose answers too: each must count as the retry it
+//! wrote, not as a lost lease.
 
 use std::time::Duration;
 
@@ -27,9 +29,15 @@ use crate::{
 };
 
 const JOBS: u64 = 2000;
+/// Every this many jobs, one panics on its first attempt.
+const PANIC_EVERY: u64 = 4;
 
 pub(super) async fn run(st: &mut Stage<'_>) -> Result<Fleet> {
-    let specs = st.plain_specs(0, JOBS, 20);
+    let mut specs = st.plain_specs(0, JOBS, 20);
+    for spec in specs.iter_mut().step_by(PANIC_EVERY as usize) {
+        spec.panic_until = 1;
+    }
+    let panicking = JOBS.div_ceil(PANIC_EVERY) as i64;
     for chunk in specs.chunks(1000) {
         let jobs = chunk.iter().cloned().map(|spec| Long { spec });
         let done = Long::enqueue_many(&st.pool, jobs, EnqueueOptions::new()).await?;
@@ -89,8 +97,9 @@ pub(super) async fn run(st: &mut Stage<'_>) -> Result<Fleet> {
     // Counted by the workers (published four times a second; the slot check
     // above took seconds): a success whose answer was lost landed, so no lease
     // was lost.
-    let (handed_back, lease_lost): (i64, i64) = sqlx::query_as(
-        "select coalesce(sum(released), 0)::bigint, coalesce(sum(lease_lost), 0)::bigint
+    let (handed_back, lease_lost, retried): (i64, i64, i64) = sqlx::query_as(
+        "select coalesce(sum(released), 0)::bigint, coalesce(sum(lease_lost), 0)::bigint,
+             coalesce(sum(retried), 0)::bigint
          from fault.worker_stats",
     )
     .fetch_one(&st.pool)
@@ -101,6 +110,13 @@ pub(super) async fn run(st: &mut Stage<'_>) -> Result<Fleet> {
     st.check(
         lease_lost == 0,
         format!("the workers counted {lease_lost} leases lost, with no lease expired"),
+    );
+    // A failure whose answer was lost landed too: counted as the retry it was.
+    st.check(
+        retried == panicking,
+        format!(
+            "the workers counted {retried} retries for {panicking} first attempts that panicked"
+        ),
     );
     Ok(fleet)
 }

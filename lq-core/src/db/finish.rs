@@ -376,3 +376,59 @@ pub async fn job_release_unanswered(
     .await
     .map_err(err("job_release_unanswered"))
 }
+
+/// Whether a failure's outcome that `owner` wrote for attempt `attempt` of job
+/// `id` landed though its answer was lost, and the state it wrote: sent again,
+/// such a write finds the lease gone, as if it had been lost.
+///
+/// `error` is the text a failure ([`job_fail`]) or a cancel ([`job_cancel_own`])
+/// stored: only that write adds an entry with this attempt, worker and text.
+/// A write that ended the job shows as that entry stamped with the history row's
+/// `finished_at` (one statement's `now()`); an entry anywhere else means the
+/// write queued the job again, whatever became of it since. `None` stands for a
+/// snooze ([`job_snooze`]), which adds no entry and gives its attempt back: it
+/// landed when the job is still there and no rescue of this attempt is recorded
+/// (a lease really lost is rescued, which adds that entry). `None` when the
+/// write did not land, or the job is gone (deleted, pruned).
+pub async fn job_outcome_landed(
+    conn: &mut PgConnection,
+    id: i64,
+    attempt: i32,
+    owner: &str,
+    error: Option<&str>,
+) -> Result<Option<JobState>, Error> {
+    sqlx::query_scalar(concat!(
+        "with r as (
+             select true as live, 'queued'::lq.job_state as state, attempts, errors,
+                 null::timestamptz as finished_at
+             from lq.jobs where id = $1
+             union all
+             select false, state, attempts, errors, finished_at
+             from lq.finished_jobs where id = $1
+         ),
+         mark as (
+             select jsonb_build_object('attempt', $2::int, 'worker', $3::text, 'error', $4::text)
+                     as written,
+                 jsonb_build_object('attempt', $2::int, 'worker', $3::text, 'error', ",
+        lease_expired_error!("$3::text"),
+        ") as rescued
+         )
+         select case
+             when r.live then 'queued'::lq.job_state
+             when $4::text is null and r.attempts = $2 - 1 then r.state
+             when r.errors -> -1 @> mark.written
+                  and (r.errors -> -1 ->> 'at')::timestamptz = r.finished_at then r.state
+             else 'queued'::lq.job_state end
+         from r, mark
+         where case when $4::text is null
+                    then r.attempts >= $2 - 1 and not r.errors @> jsonb_build_array(mark.rescued)
+                    else r.errors @> jsonb_build_array(mark.written) end"
+    ))
+    .bind(id)
+    .bind(attempt)
+    .bind(owner)
+    .bind(error.map(storable_error).as_deref())
+    .fetch_optional(&mut *conn)
+    .await
+    .map_err(err("job_outcome_landed"))
+}

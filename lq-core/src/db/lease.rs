@@ -88,7 +88,7 @@ pub async fn job_rescue_expired(
             "errors",
             "attempts",
             "lease_owner",
-            "'lease expired: worker ' || coalesce(lease_owner, '?') || ' stopped heartbeating'"
+            lease_expired_error!("lease_owner")
         ),
         " as next_errors
              from lq.jobs

@@ -81,12 +81,25 @@ macro_rules! archive_moved_fast {
     };
 }
 
+/// The error the rescuer stores for an attempt whose lease expired, naming the
+/// worker `$owner` (an SQL expression) that stopped heartbeating. One place, as
+/// [`finish::job_outcome_landed`] tells a rescued attempt by it.
+macro_rules! lease_expired_error {
+    ($owner:literal) => {
+        concat!(
+            "'lease expired: worker ' || coalesce(",
+            $owner,
+            ", '?') || ' stopped heartbeating'"
+        )
+    };
+}
+
 /// `$errors` with one more `{"attempt", "at", "worker", "error"}` entry (see
 /// [`crate::AttemptError`]), keeping the newest `MAX_ERRORS_KEPT` (20) entries,
 /// so a job's history stays bounded however often it fails (and a history grown
 /// large before the bound shrinks at the next write).
 macro_rules! append_error {
-    ($errors:literal, $attempt:literal, $worker:literal, $text:literal) => {
+    ($errors:literal, $attempt:literal, $worker:literal, $text:expr) => {
         concat!(
             "jsonb_path_query_array(",
             $errors,
