@@ -7,7 +7,9 @@
 //! any transaction (what was sent has committed), the proxy closes both sides.
 //! Inside a transaction it stays silent until the client gives up. Every other
 //! connection, every byte before the cue, and every connection's start
-//! (authentication, up to the first ready-for-query) pass unchanged. Two cues: the
+//! (authentication, up to the first ready-for-query) pass unchanged, and so do
+//! the messages the server sends unasked (notifications, notices): a cue waits
+//! for an answer. Two cues: the
 //! first data row holding a marker ([`LosingProxy::start`]), for a test that
 //! loses one chosen answer, and "the next answer the server sends on any
 //! connection" ([`LosingProxy::lose_next`]), for a storm. The proxy reads the
@@ -190,13 +192,20 @@ impl Cue {
 
     /// Whether the answer that `msg`, a message of the server's, belongs to is
     /// to be lost from it on.
+    ///
+    /// A message the server sends on its own (a notification, a notice, a
+    /// parameter's new value) belongs to no answer: losing from it on would
+    /// leave a connection that only listens silent for good, with no commit to
+    /// close it on, and the cue is kept for an answer.
     fn takes(&self, msg: &[u8]) -> bool {
         let marked = !self.alone && self.marks(msg) && self.armed.swap(false, Ordering::SeqCst);
+        let unasked = matches!(msg[0], b'A' | b'N' | b'S');
         marked
-            || self
-                .next
-                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-                .is_ok()
+            || !unasked
+                && self
+                    .next
+                    .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                    .is_ok()
     }
 }
 

@@ -91,6 +91,7 @@ async fn run(shared: Arc<Shared>, queue: Arc<str>, job: ClaimedJob, mut slot: Sl
             job.lease_token,
             &shared.stats.released,
             None,
+            Wake::Queue,
         ))
         .await;
         return;
@@ -140,7 +141,8 @@ async fn run(shared: Arc<Shared>, queue: Arc<str>, job: ClaimedJob, mut slot: Sl
         };
         let tallied = tally.map(|t| (t, recorded));
         let (id, token) = (job.id, job.lease_token);
-        Box::pin(release(&shared, &queue, id, token, counter, tallied)).await;
+        let wake = Wake::Queue;
+        Box::pin(release(&shared, &queue, id, token, counter, tallied, wake)).await;
         shared.inflight.remove(job.id, job.lease_token);
         return;
     }
@@ -264,7 +266,10 @@ async fn wait_for_handler(
         }
         let counter = &shared.stats.released;
         let tallied = tally.map(|t| (t, Recorded::Released));
-        match release(shared, queue, id, token, counter, tallied).await {
+        // No runtime claims from a paused queue: a wake-up there would be a
+        // commit per job for nothing (its resume wakes every runtime).
+        let wake = if paused { Wake::Paused } else { Wake::Queue };
+        match release(shared, queue, id, token, counter, tallied, wake).await {
             Released::Yes => return Waited::HandedBack,
             // Nothing was written: the job keeps its lease, and waits on.
             Released::Refused => heed_pause = false,
@@ -314,7 +319,8 @@ async fn record(shared: &Shared, job: Attempt<'_>, outcome: Outcome, retry_in: O
             .tallies
             .get(job.queue, job.kind)
             .map(|t| (t, Recorded::Released));
-        release(shared, job.queue, id, token, &shared.stats.released, tally).await;
+        let released = &shared.stats.released;
+        release(shared, job.queue, id, token, released, tally, Wake::Queue).await;
         return;
     }
     let mut write = Write::of(&outcome, retry_in);
@@ -484,12 +490,22 @@ fn tally(shared: &Shared, job: Attempt<'_>, recorded: Recorded) {
     }
 }
 
+/// Whether a hand-back wakes the runtimes waiting for work in its queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wake {
+    /// A NOTIFY on the queue's channel, so a free handler elsewhere takes it now.
+    Queue,
+    /// No wake-up: the queue is paused, so no runtime would claim the job.
+    Paused,
+}
+
 /// Hands a job back to `queue` without spending its attempt (shutdown, a wait
 /// too long for a handler), or ends it `cancelled` when its cancellation was
 /// requested; adds one to `counter` when the lease was still held. A job back in
-/// the queue wakes the runtimes waiting for work there (a NOTIFY), so one with
-/// a free handler takes it at once rather than at its next poll. On a failure
-/// the job keeps its lease until it expires, if the write did not land.
+/// the queue wakes the runtimes waiting for work there (a NOTIFY, unless `wake`
+/// says the queue is paused), so one with a free handler takes it at once
+/// rather than at its next poll. On a failure the job keeps its lease until it
+/// expires, if the write did not land.
 async fn release(
     shared: &Shared,
     queue: &str,
@@ -497,6 +513,7 @@ async fn release(
     token: Uuid,
     counter: &AtomicU64,
     tally: Option<(&Tally, Recorded)>,
+    wake: Wake,
 ) -> Released {
     // Once the hand-back commits, another worker may claim the job before this
     // runtime drops its entry: the heartbeat must not read that as a lost lease.
@@ -504,7 +521,7 @@ async fn release(
     let r = shared
         .with_conn("job_release_many", |mut conn| async move {
             let ids = db::finish::job_release_many(&mut conn, &[id], &[token]).await?;
-            if !ids.is_empty() {
+            if !ids.is_empty() && wake == Wake::Queue {
                 // Only a wake-up: the job is back whether or not it is sent.
                 let wake = db::enqueue::queues_notify(&mut *conn, &[queue.to_owned()]).await;
                 if let Err(e) = wake {

@@ -12,7 +12,7 @@ use lq_tests::TestDb;
 use serde::{Deserialize, Serialize};
 use tokio::sync::Semaphore;
 
-use crate::jobs::{quick, Ledger, Noop};
+use crate::jobs::{jobs_listener, next_note, quick, Ledger, Noop};
 
 /// How many rounds [`block_handlers_with_jobs_waiting`] tries.
 const ROUNDS: usize = 30;
@@ -245,8 +245,9 @@ async fn a_job_claimed_ahead_that_waits_too_long_goes_back_unspent() {
 }
 
 /// Pausing the queue hands back the jobs claimed ahead that wait for a handler,
-/// their attempt unspent, while both handlers stay blocked; freed handlers then
-/// start none of them; resumed, they run on their first attempt.
+/// their attempt unspent and with no wake-up (no runtime claims from a paused
+/// queue), while both handlers stay blocked; freed handlers then start none of
+/// them; resumed, they run on their first attempt.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pausing_the_queue_hands_back_the_jobs_claimed_ahead_instead_of_starting_them() {
     let db = TestDb::new().await;
@@ -258,6 +259,7 @@ async fn pausing_the_queue_hands_back_the_jobs_claimed_ahead_instead_of_starting
         .map(i64::to_string)
         .collect::<Vec<_>>()
         .join(",");
+    let mut listener = jobs_listener(&db).await;
     assert!(
         lq_runtime::control::pause_queue(&db.pool, "default", "test")
             .await
@@ -273,6 +275,26 @@ async fn pausing_the_queue_hands_back_the_jobs_claimed_ahead_instead_of_starting
     )
     .await;
     assert_eq!(gates.started().len(), 2, "a handler was freed meanwhile");
+    // A hand-back is counted once its wake-up, if any, was sent; wake-ups
+    // arrive in commit order, so all of them come before a NOTIFY sent now.
+    let started = std::time::Instant::now();
+    while rt.stats().released < waiting.len() as u64 {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{:?}",
+            rt.stats()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    sqlx::query("select pg_notify('lq_jobs', 'sentinel')")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let mut wake_ups = 0;
+    while next_note(&mut listener, "the sentinel").await != "sentinel" {
+        wake_ups += 1;
+    }
+    assert_eq!(wake_ups, 0, "hand-backs to a paused queue woke runtimes");
     gates.open(round);
     // The two blocked jobs finish; nothing else of the queue starts.
     db.wait_for(

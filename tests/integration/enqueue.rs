@@ -5,7 +5,7 @@ use std::time::Duration;
 use lq_runtime::{CoreError as Error, EnqueueOptions, Job, MAX_PAYLOAD_BYTES};
 use lq_tests::TestDb;
 
-use crate::jobs::{Blob, Noop, UniqueOrder};
+use crate::jobs::{jobs_listener, next_note, Blob, Noop, UniqueOrder};
 
 #[tokio::test]
 async fn committed_job_is_visible_and_rolled_back_job_is_not() {
@@ -209,26 +209,6 @@ async fn malformed_queue_name_is_a_typed_error() {
         );
     }
     assert_eq!(db.count("queued").await, 0);
-}
-
-/// A LISTEN on the jobs channel of `db`.
-async fn jobs_listener(db: &TestDb) -> sqlx::postgres::PgListener {
-    let mut listener = sqlx::postgres::PgListener::connect_with(&db.pool)
-        .await
-        .unwrap();
-    listener.listen("lq_jobs").await.unwrap();
-    listener
-}
-
-/// The payload of the next NOTIFY on `listener`; panics with `what` if none
-/// arrives within 5 s.
-async fn next_note(listener: &mut sqlx::postgres::PgListener, what: &str) -> String {
-    tokio::time::timeout(Duration::from_secs(5), listener.recv())
-        .await
-        .unwrap_or_else(|_| panic!("no NOTIFY: {what}"))
-        .unwrap()
-        .payload()
-        .to_owned()
 }
 
 /// Enqueues job `n` on the pool, then waits for the NOTIFY that must follow it.

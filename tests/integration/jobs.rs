@@ -197,3 +197,23 @@ impl Perform for Blob {
         Ok(())
     }
 }
+
+/// A LISTEN on the jobs channel of `db`.
+pub async fn jobs_listener(db: &TestDb) -> sqlx::postgres::PgListener {
+    let mut listener = sqlx::postgres::PgListener::connect_with(&db.pool)
+        .await
+        .unwrap();
+    listener.listen("lq_jobs").await.unwrap();
+    listener
+}
+
+/// The payload of the next NOTIFY on `listener`; panics with `what` if none
+/// arrives within 5 s.
+pub async fn next_note(listener: &mut sqlx::postgres::PgListener, what: &str) -> String {
+    tokio::time::timeout(Duration::from_secs(5), listener.recv())
+        .await
+        .unwrap_or_else(|_| panic!("no NOTIFY: {what}"))
+        .unwrap()
+        .payload()
+        .to_owned()
+}
