@@ -223,8 +223,9 @@ async fn answers(
     // server's parameters) ends with its first ready-for-query.
     let mut started = false;
     // A marked data row held back until the next message tells whether it is
-    // its answer's only row (with `alone`).
+    // its answer's only row (with `alone`), and the type of the message before.
     let mut held: Option<Vec<u8>> = None;
+    let mut previous = 0u8;
     loop {
         let n = server.read(&mut chunk).await?;
         if n == 0 {
@@ -249,7 +250,9 @@ async fn answers(
                     out.extend_from_slice(&row);
                 }
             }
-            if started && !losing && cue.alone && cue.marks(msg) {
+            let first_row = previous != b'D';
+            previous = msg[0];
+            if started && !losing && cue.alone && first_row && cue.marks(msg) {
                 held = Some(msg.to_vec());
                 at = end;
                 continue;
