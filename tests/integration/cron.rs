@@ -630,13 +630,8 @@ async fn running_an_unknown_or_undeclared_schedule_now_says_which_and_enqueues_n
     );
     // As a runtime built before schema version 12 leaves it: the expression
     // and queue, not the job.
-    sqlx::query(
-        "insert into lq.cron_schedules (kind, last_tick, expr, tz, catch_up, queue, declared_by)
-         values ('test.old_runtime', now(), '0 0 1 1 *', 'UTC', 'once', 'cron-now', 'old')",
-    )
-    .execute(&db.pool)
-    .await
-    .unwrap();
+    db.declare_schedule_without_job("test.old_runtime", "cron-now")
+        .await;
     let listed = control::cron_schedules(&db.pool).await.unwrap();
     let old = listed
         .iter()

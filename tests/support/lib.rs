@@ -105,6 +105,21 @@ impl TestDb {
         assert_eq!(expired.rows_affected(), 1, "job {id} is not running");
     }
 
+    /// Declares recurring `kind` on `queue` as a runtime built before schema 12
+    /// leaves it: the expression and the queue, not the job its ticks enqueue,
+    /// so it cannot be run now.
+    pub async fn declare_schedule_without_job(&self, kind: &str, queue: &str) {
+        sqlx::query(
+            "insert into lq.cron_schedules (kind, last_tick, expr, tz, catch_up, queue, declared_by)
+             values ($1, now(), '0 3 * * *', 'UTC', 'once', $2, 'rt-11')",
+        )
+        .bind(kind)
+        .bind(queue)
+        .execute(&self.pool)
+        .await
+        .expect("declare a schedule without its job");
+    }
+
     /// Puts `n` finished jobs in the history, succeeded two days ago, and makes the
     /// server refuse every delete statement on it after the first (a statement
     /// trigger raising "the second batch is refused"): a prune of more than one

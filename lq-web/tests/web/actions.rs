@@ -414,13 +414,8 @@ async fn run_now_is_offered_only_where_the_schedule_records_its_job() {
     let (db, app) = support::full().await;
     support::declare_schedule(&db, "reports.recorded", "reports").await;
     // As a runtime of schema 11 declares it: no job recorded, so no run now.
-    sqlx::query(
-        "insert into lq.cron_schedules (kind, last_tick, expr, tz, catch_up, queue, declared_by)
-         values ('reports.older', now(), '0 3 * * *', 'UTC', 'once', 'reports', 'rt-11')",
-    )
-    .execute(&db.pool)
-    .await
-    .unwrap();
+    db.declare_schedule_without_job("reports.older", "reports")
+        .await;
     get(&app, "/cron")
         .await
         .has(r#"action="/cron/reports.recorded/run""#)
