@@ -9,7 +9,12 @@ use tracing::{debug, error, warn, Instrument};
 use uuid::Uuid;
 
 use crate::{
-    hot_conn::HotConn, shared::retry_delay, shared::Shared, slots::Slot, stats::Stats,
+    hot_conn::HotConn,
+    quarantine::{quarantine, Quarantine},
+    shared::retry_delay,
+    shared::Shared,
+    slots::Slot,
+    stats::Stats,
     tally::Recorded,
 };
 
@@ -186,12 +191,13 @@ async fn gather_ready(
 }
 
 /// Counts each of the `settled` completions as succeeded when its id is in
-/// `done`, as a lost lease otherwise.
+/// `done`, dead when in `quarantined`, as a lost lease otherwise.
 fn tally<'a>(
     shared: &Shared,
     settled: impl Iterator<Item = &'a Completion>,
     count: usize,
     done: &[i64],
+    quarantined: &[i64],
 ) {
     let all_done = done.len() == count;
     let done: std::collections::HashSet<i64> = if all_done {
@@ -202,6 +208,8 @@ fn tally<'a>(
     for c in settled {
         let recorded = if all_done || done.contains(&c.id) {
             Recorded::Succeeded
+        } else if quarantined.contains(&c.id) {
+            Recorded::Dead
         } else {
             Recorded::LeaseLost
         };
@@ -228,6 +236,7 @@ async fn write(
     let tokens: Vec<Uuid> = batch.iter().map(|c| c.token).collect();
     let began = std::time::Instant::now();
     let mut done = Vec::with_capacity(ids.len());
+    let mut quarantined = Vec::new();
     let mut locked = Vec::new();
     // A batch the database refuses is split in halves until the rows it refuses
     // are alone, so one bad row never holds back the rows beside it.
@@ -272,8 +281,11 @@ async fn write(
                 pending.push(range.start..mid);
             }
             Err(NotWritten::Refused(e)) => {
-                match write_alone(shared, conn, ids[range.start], tokens[range.start], &e).await {
+                let (id, token) = (ids[range.start], tokens[range.start]);
+                let attempt = batch[range.start].attempt;
+                match write_alone(shared, conn, id, token, attempt, &e).await {
                     Alone::Ended(id) => done.extend(id),
+                    Alone::Quarantined => quarantined.push(id),
                     Alone::Locked => locked.push(range.start),
                 }
             }
@@ -296,11 +308,11 @@ async fn write(
     metrics.flushed(ids.len(), secs);
     let settled = ids.len() - locked.len();
     let is_settled = |i: &usize| !locked.contains(i);
-    if done.len() < settled {
+    if done.len() + quarantined.len() < settled {
         let seemingly_lost: Vec<&Completion> = batch
             .iter()
             .enumerate()
-            .filter(|(i, c)| is_settled(i) && !done.contains(&c.id))
+            .filter(|(i, c)| is_settled(i) && !done.contains(&c.id) && !quarantined.contains(&c.id))
             .map(|(_, c)| c)
             .collect();
         done.extend(landed_unheard(shared, conn, &seemingly_lost).await);
@@ -314,9 +326,10 @@ async fn write(
             .map(|(_, c)| c),
         settled,
         &done,
+        &quarantined,
     );
     Stats::add(&shared.stats.succeeded, done.len() as u64);
-    let lost = settled - done.len();
+    let lost = settled - done.len() - quarantined.len();
     if lost > 0 {
         Stats::add(&shared.stats.lease_lost, lost as u64);
         warn!(
@@ -430,9 +443,11 @@ async fn write_unlocked(
 
 /// What became of a success written alone after the database refused it.
 enum Alone {
-    /// Written (`Some(id)`: ended `succeeded` or `cancelled`), quarantined, lost
-    /// or given up at shutdown (`None`).
+    /// Written (`Some(id)`: ended `succeeded` or `cancelled`), lost, or given
+    /// up at shutdown or after the quarantine failed too (`None`).
     Ended(Option<i64>),
+    /// Refused again, and quarantined: ended `dead`.
+    Quarantined,
     /// Its row is locked elsewhere: tried again later.
     Locked,
 }
@@ -446,6 +461,7 @@ async fn write_alone(
     conn: &mut HotConn,
     id: i64,
     token: Uuid,
+    attempt: i32,
     refused: &Error,
 ) -> Alone {
     warn!(id, error = %chain(refused), "success refused; writing it alone, over any history row with its id");
@@ -459,23 +475,17 @@ async fn write_alone(
         "quarantined: the handler succeeded but the success was refused ({})",
         chain(&e)
     );
-    let q = shared
-        .with_conn("job_quarantine", |mut c| {
-            let reason = &reason;
-            async move { db::finish::job_quarantine(&mut c, id, Some(token), reason).await }
-        })
-        .await;
-    match q {
-        Ok(true) => {
-            Stats::add(&shared.stats.quarantined, 1);
+    match quarantine(shared, id, token, attempt, &reason).await {
+        Quarantine::Ended => {
             error!(id, error = %chain(&e), "job quarantined as dead: its success was refused");
+            Alone::Quarantined
         }
-        Ok(false) => {}
-        Err(q) => {
-            error!(id, error = %chain(&q), "could not quarantine a job whose success was refused; it returns when its lease expires")
+        Quarantine::NotHeld => Alone::Ended(None),
+        Quarantine::NotWritten(q) => {
+            error!(id, error = %chain(&q), "could not quarantine a job whose success was refused; it returns when its lease expires");
+            Alone::Ended(None)
         }
     }
-    Alone::Ended(None)
 }
 
 /// Why a success write did not land.

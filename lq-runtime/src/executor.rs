@@ -8,7 +8,7 @@ use std::{
 };
 
 use futures_util::FutureExt;
-use lq_core::{chain, db, db::claim::ClaimedJob, Error, Failure, JobState};
+use lq_core::{chain, db, db::claim::ClaimedJob, Failure, JobState};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn, Instrument};
 use uuid::Uuid;
@@ -17,6 +17,7 @@ use crate::{
     attempt::{self, panic_message, requeue_delay, Outcome, Write},
     completer::Completion,
     inflight::Held,
+    quarantine::{quarantine, Quarantine},
     shared::retry_delay,
     shared::Shared,
     slots::Slot,
@@ -299,7 +300,7 @@ enum Released {
 
 /// Tries of one outcome write before it is left to the lease's expiry (about 16 s
 /// of backoff in all).
-const OUTCOME_TRIES: u32 = 8;
+pub(crate) const OUTCOME_TRIES: u32 = 8;
 
 /// Writes a non-success outcome so that it lands, or the job is at least freed.
 ///
@@ -343,7 +344,10 @@ async fn record(shared: &Shared, job: Attempt<'_>, outcome: Outcome, retry_in: O
             }
             Ok(None) => {
                 if unheard {
-                    if let Some(state) = landed_unheard(shared, job, &write).await {
+                    let text = write.text();
+                    if let Some(state) =
+                        outcome_landed(shared, id, job.attempt, text.as_deref()).await
+                    {
                         debug!(id, "the outcome was written; its answer had been lost");
                         count(shared, job, &outcome, state);
                         log_outcome(job, &outcome, &write, state, retry_in);
@@ -367,8 +371,22 @@ async fn record(shared: &Shared, job: Attempt<'_>, outcome: Outcome, retry_in: O
                 write = fixed;
                 continue;
             }
-            if quarantine(shared, id, token, &e).await {
-                tally(shared, job, Recorded::Dead);
+            let reason = format!(
+                "quarantined: its outcome was refused by the database ({}); earlier errors dropped",
+                chain(&e)
+            );
+            match quarantine(shared, id, token, job.attempt, &reason).await {
+                Quarantine::Ended => {
+                    error!(id, error = %chain(&e), "job quarantined as dead: its outcome was refused");
+                    tally(shared, job, Recorded::Dead);
+                }
+                Quarantine::NotHeld => {
+                    Stats::add(&shared.stats.lease_lost, 1);
+                    tally(shared, job, Recorded::LeaseLost);
+                }
+                Quarantine::NotWritten(q) => {
+                    error!(id, error = %chain(&q), "could not quarantine the job; it returns to the queue when its lease expires");
+                }
             }
             return;
         }
@@ -382,28 +400,29 @@ async fn record(shared: &Shared, job: Attempt<'_>, outcome: Outcome, retry_in: O
     }
 }
 
-/// The state `write` left the job in, when an earlier try of it landed though
-/// its answer was lost (see [`db::finish::job_outcome_landed`]); `None` when it
-/// did not, so the lease was lost. The lookup is tried three times, as the
-/// connection that lost one answer may lose the next; if it never answers, the
-/// lease counts as lost.
-async fn landed_unheard(shared: &Shared, job: Attempt<'_>, write: &Write) -> Option<JobState> {
+/// The state an outcome write of attempt `attempt` of job `id` left the job in,
+/// when an earlier try of it landed though its answer was lost (see
+/// [`db::finish::job_outcome_landed`]; `text` is the error entry the write
+/// adds, `None` for a snooze); `None` when it did not, so the lease was lost.
+/// The lookup is tried three times, as the connection that lost one answer may
+/// lose the next; if it never answers, the lease counts as lost.
+pub(crate) async fn outcome_landed(
+    shared: &Shared,
+    id: i64,
+    attempt: i32,
+    text: Option<&str>,
+) -> Option<JobState> {
     let owner = &shared.config.owner;
-    let text = write.text();
     for failures in 1..=3 {
         let found = shared
-            .with_conn("job_outcome_landed", |mut conn| {
-                let text = text.as_deref();
-                async move {
-                    db::finish::job_outcome_landed(&mut conn, job.id, job.attempt, owner, text)
-                        .await
-                }
+            .with_conn("job_outcome_landed", |mut conn| async move {
+                db::finish::job_outcome_landed(&mut conn, id, attempt, owner, text).await
             })
             .await;
         match found {
             Ok(state) => return state,
             Err(e) => {
-                debug!(id = job.id, error = %chain(&e), failures, "could not tell a lost lease from an unheard outcome");
+                debug!(id, error = %chain(&e), failures, "could not tell a lost lease from an unheard outcome");
                 if failures < 3 {
                     tokio::time::sleep(retry_delay(failures)).await;
                 }
@@ -411,36 +430,6 @@ async fn landed_unheard(shared: &Shared, job: Attempt<'_>, write: &Write) -> Opt
         }
     }
     None
-}
-
-/// Ends a job whose every outcome write was refused `dead`, with the refusal as
-/// its only error, so its slot and lease are freed.
-async fn quarantine(shared: &Shared, id: i64, token: Uuid, refused: &Error) -> bool {
-    let reason = format!(
-        "quarantined: its outcome was refused by the database ({}); earlier errors dropped",
-        chain(refused)
-    );
-    let r = shared
-        .with_conn("job_quarantine", |mut conn| {
-            let reason = &reason;
-            async move { db::finish::job_quarantine(&mut conn, id, Some(token), reason).await }
-        })
-        .await;
-    match r {
-        Ok(true) => {
-            Stats::add(&shared.stats.quarantined, 1);
-            error!(id, error = %chain(refused), "job quarantined as dead: its outcome was refused");
-            true
-        }
-        Ok(false) => {
-            Stats::add(&shared.stats.lease_lost, 1);
-            false
-        }
-        Err(e) => {
-            error!(id, error = %chain(&e), "could not quarantine the job; it returns to the queue when its lease expires");
-            false
-        }
-    }
 }
 
 /// Logs a recorded outcome where an operator looks: a failed attempt at warn, a
@@ -568,7 +557,7 @@ async fn release(
 /// send it on, or the server refused it (an error it sent, other than one that
 /// ends the session: class 08, a lost connection; 57P, the server shutting
 /// down, after which a commit's outcome is not known).
-fn refused(e: &lq_core::Error) -> bool {
+pub(crate) fn refused(e: &lq_core::Error) -> bool {
     // No connection was had from the pool: nothing was sent.
     let never_sent = matches!(
         e,

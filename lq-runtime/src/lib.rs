@@ -144,6 +144,7 @@ mod producer;
 mod pruner;
 #[cfg(feature = "metrics")]
 mod publisher;
+mod quarantine;
 mod rescuer;
 mod rollup;
 mod runtime;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use lq_core::{chain, db};
 use tracing::{error, info, warn, Instrument};
 
-use crate::{batch_size::AdaptiveBatch, shared::Shared};
+use crate::{batch_size::AdaptiveBatch, shared::Shared, stats::Stats};
 
 /// Rows rescued per statement at most.
 const RESCUE_BATCH: i64 = 1000;
@@ -101,6 +101,7 @@ async fn one_by_one(shared: &Shared) {
             .await;
         match q {
             Ok(true) => {
+                Stats::add(&shared.stats.quarantined, 1);
                 error!(id, error = %chain(&e), "job quarantined as dead: its rescue was refused")
             }
             Ok(false) => {}

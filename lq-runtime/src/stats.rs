@@ -60,9 +60,11 @@ pub struct StatsSnapshot {
     pub released: u64,
     /// Writes refused because the lease was lost.
     pub lease_lost: u64,
-    /// Jobs whose outcome the database refused to store, even alone and with a
-    /// short fixed reason, and which were ended `dead` with only that reason (or
-    /// left to their lease's expiry when even that was refused).
+    /// Jobs ended `dead` with only the refusal as their error because the
+    /// database refused to store their outcome (a failure even with a short
+    /// fixed reason, a success even alone) or their rescue. A job whose
+    /// quarantine was refused too is not counted: it returns when its lease
+    /// expires.
     pub quarantined: u64,
     /// Statements run to confirm cancel notifications against the rows: one for
     /// all the notifications gathered meanwhile.

@@ -4,10 +4,10 @@
 use std::{
     collections::HashMap,
     sync::{Arc, Mutex},
-    time::Duration,
+    time::{Duration, Instant},
 };
 
-use lq_runtime::{Job, JobContext, JobError, Perform, Runtime, RuntimeConfig};
+use lq_runtime::{Job, JobContext, JobError, Perform, Runtime, RuntimeConfig, StatsSnapshot};
 use lq_tests::TestDb;
 use serde::{Deserialize, Serialize};
 
@@ -30,6 +30,35 @@ pub fn quick() -> RuntimeConfig {
         poll_interval: Duration::from_millis(50),
         ..RuntimeConfig::default()
     }
+}
+
+/// `rt`'s counters once `done` holds of them, or a panic naming `what` after a
+/// minute. A counter moves just after the write it counts is answered, so a
+/// test that saw the write in the database waits for the count.
+pub async fn stats_once(
+    rt: &Runtime,
+    what: &str,
+    done: impl Fn(&StatsSnapshot) -> bool,
+) -> StatsSnapshot {
+    let limit = Duration::from_secs(60);
+    let started = Instant::now();
+    loop {
+        let stats = rt.stats();
+        if done(&stats) {
+            return stats;
+        }
+        assert!(
+            started.elapsed() < limit,
+            "waited {limit:?} for {what}: {stats:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// The error texts job `id` holds, oldest first.
+pub async fn error_texts(db: &TestDb, id: i64) -> Vec<String> {
+    let row = lq_runtime::control::get(&db.pool, id).await.unwrap();
+    row.errors.into_iter().map(|e| e.error).collect()
 }
 
 /// True once a runtime's claim statement waits for a lock (a test holding one).

@@ -19,7 +19,7 @@ use lq_tests::TestDb;
 use serde::{Deserialize, Serialize};
 use sqlx::postgres::PgPoolOptions;
 
-use crate::jobs::{quick, Ledger, Noop};
+use crate::jobs::{quick, stats_once, Ledger, Noop};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -115,31 +115,25 @@ fn success_row(id: i64) -> Vec<u8> {
     row
 }
 
+/// One job whose marker cues nothing: the tests that use it cue on its id.
+async fn one_job(db: &TestDb) -> i64 {
+    let job = Marked {
+        marker: "any".to_owned(),
+    };
+    job.enqueue(&db.pool).await.unwrap().id
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_success_whose_answer_is_lost_counts_as_a_success_not_a_lost_lease() {
     let db = TestDb::new().await;
-    let id = Marked {
-        marker: "any".to_owned(),
-    }
-    .enqueue(&db.pool)
-    .await
-    .unwrap()
-    .id;
+    let id = one_job(&db).await;
     let (proxy, rt, ledger) = start_through_proxy(&db, &success_row(id)).await;
     // The success is written, its answer lost, and written again (finding the
     // row gone) before the runtime counts it one way or the other.
-    let started = std::time::Instant::now();
-    let stats = loop {
-        let stats = rt.stats();
-        if stats.succeeded + stats.lease_lost > 0 {
-            break stats;
-        }
-        assert!(
-            started.elapsed() < LIMIT,
-            "the success was never counted: {stats:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let stats = stats_once(&rt, "the success to be counted", |s| {
+        s.succeeded + s.lease_lost > 0
+    })
+    .await;
     rt.shutdown().await.unwrap();
 
     assert_eq!(proxy.answers_lost(), 1, "the success's answer was lost");
@@ -152,6 +146,46 @@ async fn a_success_whose_answer_is_lost_counts_as_a_success_not_a_lost_lease() {
     assert_eq!(state, "succeeded");
     assert_eq!(ledger.counts().get(&id), Some(&1), "it ran once");
     assert_eq!((stats.succeeded, stats.lease_lost), (1, 0), "{stats:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quarantine_whose_answer_is_lost_counts_as_a_quarantine_not_a_lost_lease() {
+    let db = TestDb::new().await;
+    let id = one_job(&db).await;
+    // Its success is refused, alone too, so it is quarantined: the first
+    // answer naming the job is the quarantine's, and it is lost.
+    db.refuse_rows(
+        "lq.finished_jobs",
+        "insert",
+        &format!("new.id = {id} and new.state = 'succeeded'"),
+        "23514",
+    )
+    .await;
+    let (proxy, rt, ledger) = start_through_proxy(&db, &success_row(id)).await;
+    let stats = stats_once(&rt, "the quarantine to be counted", |s| {
+        s.quarantined + s.lease_lost > 0
+    })
+    .await;
+    rt.shutdown().await.unwrap();
+
+    assert_eq!(proxy.answers_lost(), 1, "the quarantine's answer was lost");
+    let (state, errors): (String, String) =
+        sqlx::query_as("select state::text, errors::text from lq.finished_jobs where id = $1")
+            .bind(id)
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    assert_eq!(state, "dead");
+    assert!(
+        errors.contains("quarantined: the handler succeeded but the success was refused"),
+        "{errors}"
+    );
+    assert_eq!(ledger.counts().get(&id), Some(&1), "it ran once");
+    assert_eq!(
+        (stats.quarantined, stats.lease_lost, stats.succeeded),
+        (1, 0, 0),
+        "{stats:?}"
+    );
 }
 
 /// The data row of a one-column answer holding `value` in binary (an enum's
@@ -235,18 +269,12 @@ async fn lose_the_first_outcome(
     };
     let ends_at_once = matches!(first, FirstRun::Permanent | FirstRun::Cancel);
     let expected = if ends_at_once { 1 } else { 2 };
-    let started = std::time::Instant::now();
-    let stats = loop {
-        let stats = rt.stats();
-        if outcomes(&stats) >= expected {
-            break stats;
-        }
-        assert!(
-            started.elapsed() < LIMIT,
-            "{first:?}: the outcomes were never counted: {stats:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let stats = stats_once(
+        &rt,
+        &format!("{first:?}: the outcomes to be counted"),
+        |s| outcomes(s) >= expected,
+    )
+    .await;
     rt.shutdown().await.unwrap();
 
     assert_eq!(

@@ -24,6 +24,7 @@ mod outcomes;
 mod polling;
 mod queues;
 mod reclaim;
+mod refused_outcomes;
 mod revoked_grant;
 mod roles;
 mod runtime;

@@ -6,15 +6,11 @@ use lq_runtime::{Job, RuntimeConfig};
 use lq_tests::TestDb;
 
 use crate::jobs::{
-    quick, start_runtime, Doomed, Flaky, Hopeless, Ledger, Noop, Panicky, Sleepy, Slowpoke,
+    error_texts, quick, start_runtime, Doomed, Flaky, Hopeless, Ledger, Noop, Panicky, Sleepy,
+    Slowpoke,
 };
 
 const LIMIT: Duration = Duration::from_secs(30);
-
-async fn errors_of(db: &TestDb, id: i64) -> Vec<String> {
-    let row = lq_runtime::control::get(&db.pool, id).await.unwrap();
-    row.errors.into_iter().map(|e| e.error).collect()
-}
 
 #[tokio::test]
 async fn a_failing_job_is_retried_until_it_succeeds() {
@@ -28,7 +24,7 @@ async fn a_failing_job_is_retried_until_it_succeeds() {
     assert_eq!(row.state, lq_runtime::JobState::Succeeded);
     assert_eq!(row.attempts, 3);
     assert_eq!(
-        errors_of(&db, id).await,
+        error_texts(&db, id).await,
         vec!["flaky failure 1", "flaky failure 2"]
     );
     assert_eq!(ledger.counts()[&id], 3);
@@ -80,7 +76,7 @@ async fn a_job_that_always_fails_is_dead_after_max_attempts_with_every_error_kep
     assert_eq!(row.attempts, 3);
     assert!(row.finished_at.is_some());
     assert_eq!(
-        errors_of(&db, id).await,
+        error_texts(&db, id).await,
         vec!["doomed attempt 1", "doomed attempt 2", "doomed attempt 3"]
     );
     let attempts: Vec<u32> = row.errors.iter().map(|e| e.attempt).collect();
@@ -97,7 +93,7 @@ async fn a_permanent_error_is_dead_at_once() {
     let row = lq_runtime::control::get(&db.pool, id).await.unwrap();
     assert_eq!((row.state, row.attempts), (lq_runtime::JobState::Dead, 1));
     assert_eq!(
-        errors_of(&db, id).await,
+        error_texts(&db, id).await,
         vec!["permanent: the account is closed"]
     );
 }
@@ -169,7 +165,7 @@ async fn a_panic_is_recorded_as_the_attempts_error_and_the_slot_survives() {
     db.wait_idle(LIMIT).await;
     rt.shutdown().await.unwrap();
     assert_eq!(
-        errors_of(&db, id).await,
+        error_texts(&db, id).await,
         vec!["panicked: boom on attempt 1"]
     );
     assert_eq!(db.count("succeeded").await, 6);
@@ -185,7 +181,7 @@ async fn an_attempt_over_its_timeout_fails_with_a_timeout_error() {
     let row = lq_runtime::control::get(&db.pool, id).await.unwrap();
     assert_eq!(row.state, lq_runtime::JobState::Dead);
     assert_eq!(
-        errors_of(&db, id).await,
+        error_texts(&db, id).await,
         vec!["timed out after 50ms", "timed out after 50ms"]
     );
 }
@@ -214,7 +210,7 @@ async fn a_bad_payload_ends_dead_with_its_reason_while_other_jobs_flow() {
         serde_json::json!({ "n": "not a number" }),
         "payload kept unchanged"
     );
-    let reason = &errors_of(&db, bad).await[0];
+    let reason = &error_texts(&db, bad).await[0];
     assert!(
         reason.starts_with("payload does not deserialise into"),
         "{reason}"
@@ -255,7 +251,7 @@ async fn a_job_of_an_unknown_kind_is_left_alone_then_buried_with_its_reason() {
         "never claimed"
     );
     assert_eq!(row.payload_value().unwrap(), serde_json::json!({ "a": 1 }));
-    assert!(errors_of(&db, ghost).await[0].starts_with("unknown kind test.ghost"));
+    assert!(error_texts(&db, ghost).await[0].starts_with("unknown kind test.ghost"));
 }
 
 #[tokio::test]

@@ -181,6 +181,22 @@ impl TestDb {
         .expect("create the refusing trigger");
     }
 
+    /// Makes the server refuse, with SQLSTATE `sqlstate`, every `event`
+    /// (`insert` or `update`) on `table` whose row matches `condition` (a
+    /// trigger's `when`, over `new` and, for updates, `old`), as a constraint or
+    /// a value the server cannot store would. One such refusal per database.
+    pub async fn refuse_rows(&self, table: &str, event: &str, condition: &str, sqlstate: &str) {
+        sqlx::raw_sql(&format!(
+            "create function lq.refuse_rows() returns trigger language plpgsql as
+                 $$ begin raise exception 'refused by the test' using errcode = '{sqlstate}'; end $$;
+             create trigger refuse_rows before {event} on {table}
+                 for each row when ({condition}) execute function lq.refuse_rows();"
+        ))
+        .execute(&self.pool)
+        .await
+        .expect("create the refusing trigger");
+    }
+
     /// Lifts [`TestDb::refuse_delete`].
     pub async fn allow_delete(&self) {
         sqlx::raw_sql("drop trigger refuse_delete on lq.jobs; drop function lq.refuse_delete()")
