@@ -146,6 +146,48 @@ async fn a_snooze_forever_puts_the_job_off_a_hundred_years_not_dead() {
     assert!(row.errors.is_empty(), "{:?}", row.errors);
 }
 
+/// Three centuries: past PostgreSQL's last timestamp from now on.
+fn three_centuries(_attempt: u32) -> Duration {
+    Duration::from_secs(300 * 365 * 24 * 3600)
+}
+
+/// Fails, with a backoff of centuries.
+#[derive(serde::Serialize, serde::Deserialize, lq_runtime::Job)]
+#[job(kind = "test.backoff_centuries", max_attempts = 3, backoff = three_centuries)]
+struct BackoffCenturies;
+
+impl lq_runtime::Perform for BackoffCenturies {
+    async fn perform(&self, _: &lq_runtime::JobContext) -> Result<(), lq_runtime::JobError> {
+        Err("not yet".into())
+    }
+}
+
+/// A backoff past PostgreSQL's last timestamp, like a snooze, puts the retry
+/// off a hundred years: the failure is recorded and the job stays queued with
+/// its attempt spent, not `dead` or stuck `running`.
+#[tokio::test]
+async fn a_backoff_of_centuries_puts_the_retry_off_a_hundred_years_not_dead() {
+    let db = TestDb::new().await;
+    let ledger = Ledger::default();
+    let id = BackoffCenturies.enqueue(&db.pool).await.unwrap().id;
+    let rt = start_runtime(&db, "default", 1, quick(), &ledger).await;
+    db.wait_for(
+        "the retry to be put off",
+        &format!("select state = 'queued' and run_at > now() + interval '99 years' from lq.all_jobs where id = {id}"),
+        LIMIT,
+    )
+    .await;
+    rt.shutdown().await.unwrap();
+    let row = lq_runtime::control::get(&db.pool, id).await.unwrap();
+    assert_eq!((row.state, row.attempts), (lq_runtime::JobState::Queued, 1));
+    assert!(
+        row.run_at < chrono::Utc::now() + chrono::Duration::days(101 * 365),
+        "put off a hundred years, not more: {}",
+        row.run_at
+    );
+    assert_eq!(error_texts(&db, id).await, vec!["not yet"]);
+}
+
 #[tokio::test]
 async fn a_panic_is_recorded_as_the_attempts_error_and_the_slot_survives() {
     let db = TestDb::new().await;
