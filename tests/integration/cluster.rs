@@ -171,6 +171,8 @@ async fn a_dead_leaders_lease_is_taken_over_when_it_runs_out_and_its_row_is_reap
 /// A runtime that stopped beating a moment ago (restarting, shutting down, cut
 /// off from the database) still vouches for its kinds: their jobs are buried
 /// only once no runtime serving the queue has declared the kind for the grace.
+/// A job of a kind nobody declares is buried only once it has been ready for
+/// the grace.
 #[tokio::test]
 async fn a_runtime_gone_for_less_than_the_grace_still_vouches_for_its_kinds() {
     let db = TestDb::new().await;
@@ -184,7 +186,10 @@ async fn a_runtime_gone_for_less_than_the_grace_still_vouches_for_its_kinds() {
                  now() - interval '2 hours', now() - interval '2 hours');
          insert into lq.jobs (kind, queue, payload, max_attempts, run_at)
          values ('deploy.restarting', 'default', '{}', 1, now() - interval '10 min'),
-                ('deploy.long_gone', 'default', '{}', 1, now() - interval '10 min');",
+                ('deploy.long_gone', 'default', '{}', 1, now() - interval '10 min'),
+                -- declared by no runtime: buried once ready for the grace, not before
+                ('deploy.undeclared', 'default', '{\"ready\": \"long\"}', 1, now() - interval '10 min'),
+                ('deploy.undeclared', 'default', '{\"ready\": \"just\"}', 1, now() - interval '30 s');",
     )
     .execute(&db.pool)
     .await
@@ -199,7 +204,18 @@ async fn a_runtime_gone_for_less_than_the_grace_still_vouches_for_its_kinds() {
             .fetch_all(&db.pool)
             .await
             .unwrap();
-    assert_eq!(kinds, ["deploy.long_gone"]);
+    assert_eq!(kinds, ["deploy.long_gone", "deploy.undeclared"]);
+    let waiting: Vec<String> = sqlx::query_scalar(
+        "select payload->>'ready' from lq.jobs where kind = 'deploy.undeclared'",
+    )
+    .fetch_all(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        waiting,
+        ["just"],
+        "ready for less than the grace: left alone"
+    );
 }
 
 /// A rolling deploy: the jobs of a kind only the new binary declares are not
