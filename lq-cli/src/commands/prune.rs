@@ -39,24 +39,23 @@ pub struct PruneArgs {
 /// may, and nobody reads it.
 pub(crate) async fn run(pool: &PgPool, out: &Out, args: PruneArgs) -> Result<Outcome, Failure> {
     let (keep_finished, keep_dead) = (args.keep_finished, args.keep_dead);
+    let mut matched = None;
     let pruned = if args.yes && !args.dry_run {
         control::prune(pool, keep_finished, keep_dead).await
     } else {
         let counted = control::prune_count_now(pool, keep_finished, keep_dead).await?;
-        let matched = counted.count;
-        if args.dry_run || matched == 0 {
-            out.emit(
-                &json!({"action": "prune", "matched": matched, "dry_run": args.dry_run}),
-                || {
-                    let mut t = crate::output::table(&["action", "finished jobs past retention"]);
-                    t.add_row(vec!["prune".to_owned(), matched.to_string()]);
-                    t
-                },
-            );
+        matched = Some(counted.count);
+        if args.dry_run || counted.count == 0 {
+            out.emit(&report(args.dry_run, matched, 0, None), || {
+                let mut t = crate::output::table(&["action", "finished jobs past retention"]);
+                t.add_row(vec!["prune".to_owned(), counted.count.to_string()]);
+                t
+            });
             return Ok(Outcome::Clean);
         }
         let question = format!(
-            "delete {matched} finished jobs for good (succeeded and cancelled over {}, dead over {})?",
+            "delete {} finished jobs for good (succeeded and cancelled over {}, dead over {})?",
+            counted.count,
             human(keep_finished),
             human(keep_dead)
         );
@@ -73,16 +72,33 @@ pub(crate) async fn run(pool: &PgPool, out: &Out, args: PruneArgs) -> Result<Out
         Err(CoreError::PruneStopped { pruned, source }) => (pruned, Some(source)),
         Err(e) => return Err(e.into()),
     };
-    out.emit(
-        &json!({"pruned": n, "stopped": stopped.as_ref().map(|e| lq_runtime::chain(e.as_ref()))}),
-        || {
-            let mut t = crate::output::table(&["pruned"]);
-            t.add_row(vec![n.to_string()]);
-            t
-        },
-    );
+    let why = stopped.as_ref().map(|e| lq_runtime::chain(e.as_ref()));
+    out.emit(&report(false, matched, n, why), || {
+        let mut t = crate::output::table(&["pruned"]);
+        t.add_row(vec![n.to_string()]);
+        t
+    });
     match stopped {
         Some(source) => Err(Box::new(CoreError::PruneStopped { pruned: n, source })),
         None => Ok(Outcome::Clean),
     }
+}
+
+/// Every `lq prune` answer in JSON has the same keys, so a script reads them
+/// whichever way it ran: `matched` is the count (`null` with `--yes`, which
+/// does not count), `pruned` what was deleted (0 on a dry run), `stopped` why
+/// it stopped partway (`null` when it did not).
+fn report(
+    dry_run: bool,
+    matched: Option<u64>,
+    pruned: u64,
+    stopped: Option<String>,
+) -> serde_json::Value {
+    json!({
+        "action": "prune",
+        "dry_run": dry_run,
+        "matched": matched,
+        "pruned": pruned,
+        "stopped": stopped,
+    })
 }
