@@ -584,13 +584,15 @@ async fn text_from_applications_reaches_the_terminal_escaped() {
     db.finish(id, "dead", 60.0).await;
     // An upstream's reply quoted in a job's error: clears the screen, sets the
     // clipboard (OSC 52), and a worker name, a payload and metadata with C1 and
-    // DEL controls (JSON leaves them unescaped).
+    // DEL controls (JSON leaves them unescaped), and a unique key built from
+    // the same reply.
     sqlx::query(
         "update lq.finished_jobs set errors = jsonb_build_array(jsonb_build_object(
              'attempt', 1, 'at', '2026-01-01T00:00:00Z', 'worker', 'w' || chr(155) || '2J',
              'error', 'bad gateway ' || chr(27) || '[2J' || chr(27) || ']52;c;aGk=' || chr(7))),
              payload = jsonb_build_object('note', 'csi' || chr(155) || '2J'),
-             meta = jsonb_build_object('tag', 'del' || chr(127))
+             meta = jsonb_build_object('tag', 'del' || chr(127)),
+             unique_key = 'order:' || chr(27) || '[2J'
          where id = $1",
     )
     .bind(id)
@@ -616,6 +618,9 @@ async fn text_from_applications_reaches_the_terminal_escaped() {
             stdout.contains(r"bad gateway \u{1b}[2J"),
             "{args:?}: {stdout}"
         );
+        if args[1] == "show" {
+            assert!(stdout.contains(r"order:\u{1b}[2J"), "the key: {stdout}");
+        }
     }
 }
 

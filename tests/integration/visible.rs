@@ -182,3 +182,44 @@ async fn start_warns_about_a_served_kind_whose_lease_a_slow_heartbeat_could_outl
     assert_eq!(logged(short_lease).len(), 1);
     rt.shutdown().await.unwrap();
 }
+
+/// A stored last tick in the future (a host whose clock ran ahead, a hand edit)
+/// would stall its schedule until then: the runtime moves it back to now, warns
+/// with the kind and the stored tick, and the schedule fires again.
+#[tokio::test]
+async fn a_cron_last_tick_in_the_future_is_moved_back_with_a_warning() {
+    lq_tests::init_tracing();
+    let db = TestDb::new().await;
+    let kind = crate::cron::EverySecond::KIND;
+    sqlx::query(
+        "insert into lq.cron_schedules (kind, last_tick) values ($1, '2100-01-01T00:00:00Z')",
+    )
+    .bind(kind)
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    let rt = Runtime::builder(db.pool.clone())
+        .config(quick())
+        .queue(crate::cron::EverySecond::OPTIONS.queue, 1)
+        .start()
+        .await
+        .unwrap();
+    let warned = wait_logged(1, LIMIT, |e| {
+        e.level == Level::WARN
+            && e.field("kind") == Some(kind)
+            && e.field("stored") == Some("2100-01-01 00:00:00 UTC")
+    })
+    .await;
+    db.wait_for(
+        "a tick fired after the rewind",
+        "select exists (select from lq.cron_ticks where tick <= now())",
+        LIMIT,
+    )
+    .await;
+    rt.shutdown().await.unwrap();
+    assert!(
+        warned[0].message.contains("moved it back to now"),
+        "{:?}",
+        warned[0]
+    );
+}

@@ -181,6 +181,14 @@ impl TestDb {
         .expect("create the refusing trigger");
     }
 
+    /// Lifts [`TestDb::refuse_delete`].
+    pub async fn allow_delete(&self) {
+        sqlx::raw_sql("drop trigger refuse_delete on lq.jobs; drop function lq.refuse_delete()")
+            .execute(&self.pool)
+            .await
+            .expect("drop the refusing trigger");
+    }
+
     /// Makes the server refuse, with SQLSTATE `sqlstate`, every `event`
     /// (`insert` or `update`) on `table` whose row matches `condition` (a
     /// trigger's `when`, over `new` and, for updates, `old`), as a constraint or
@@ -195,14 +203,6 @@ impl TestDb {
         .execute(&self.pool)
         .await
         .expect("create the refusing trigger");
-    }
-
-    /// Lifts [`TestDb::refuse_delete`].
-    pub async fn allow_delete(&self) {
-        sqlx::raw_sql("drop trigger refuse_delete on lq.jobs; drop function lq.refuse_delete()")
-            .execute(&self.pool)
-            .await
-            .expect("drop the refusing trigger");
     }
 
     /// Waits until `sql` (a query returning one boolean) is true, or panics after `limit`.
