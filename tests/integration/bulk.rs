@@ -345,7 +345,7 @@ async fn a_bulk_action_that_fails_partway_reports_the_batches_it_committed() {
     }
 
     // Once the cause is gone, the same action takes up the rest.
-    db.allow_delete().await;
+    db.allow_rows().await;
     let rest = control::cancel_matching(&db.pool, &queued, None)
         .await
         .unwrap();

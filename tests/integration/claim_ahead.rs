@@ -325,16 +325,10 @@ async fn pausing_the_queue_hands_back_the_jobs_claimed_ahead_instead_of_starting
 async fn a_hand_back_the_database_refuses_keeps_the_job_waiting_here() {
     lq_tests::init_tracing();
     let db = TestDb::new().await;
-    sqlx::raw_sql(
-        "create function lq.refuse_hand_back() returns trigger language plpgsql as
-             $$ begin raise exception 'hand-back refused by the test'; end $$;
-         create trigger refuse_hand_back before update on lq.jobs for each row
-             when (old.state = 'running' and new.state = 'queued')
-             execute function lq.refuse_hand_back();",
-    )
-    .execute(&db.pool)
-    .await
-    .unwrap();
+    // Refused as a plain `raise exception` (P0001), not a data error.
+    let hand_back = "old.state = 'running' and new.state = 'queued'";
+    db.refuse_rows("lq.jobs", "update", hand_back, "P0001")
+        .await;
     let gates = Gates::new();
     let rt = start(&db, &gates, impatient()).await;
     let (round, waiting) = block_handlers_with_jobs_waiting(&db, &gates).await;

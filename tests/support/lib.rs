@@ -168,31 +168,19 @@ impl TestDb {
 
     /// Makes the server refuse to take live job `id` out of `lq.jobs` (a trigger
     /// raising "refused by the test"), so a statement that moves it fails;
-    /// [`TestDb::allow_delete`] lifts it.
+    /// [`TestDb::allow_rows`] lifts it.
     pub async fn refuse_delete(&self, id: i64) {
-        sqlx::raw_sql(&format!(
-            "create function lq.refuse_delete() returns trigger language plpgsql as
-                 $$ begin raise exception 'refused by the test'; end $$;
-             create trigger refuse_delete before delete on lq.jobs
-                 for each row when (old.id = {id}) execute function lq.refuse_delete();"
-        ))
-        .execute(&self.pool)
-        .await
-        .expect("create the refusing trigger");
-    }
-
-    /// Lifts [`TestDb::refuse_delete`].
-    pub async fn allow_delete(&self) {
-        sqlx::raw_sql("drop trigger refuse_delete on lq.jobs; drop function lq.refuse_delete()")
-            .execute(&self.pool)
-            .await
-            .expect("drop the refusing trigger");
+        // P0001: a plain `raise exception`, not a data error.
+        self.refuse_rows("lq.jobs", "delete", &format!("old.id = {id}"), "P0001")
+            .await;
     }
 
     /// Makes the server refuse, with SQLSTATE `sqlstate`, every `event`
-    /// (`insert` or `update`) on `table` whose row matches `condition` (a
-    /// trigger's `when`, over `new` and, for updates, `old`), as a constraint or
-    /// a value the server cannot store would. One such refusal per database.
+    /// (`insert`, `update` or `delete`) on `table` whose row matches
+    /// `condition` (a trigger's `when`, over `new` and `old` as the event has
+    /// them), as a constraint or a value the server cannot store would; the
+    /// error says "refused by the test". One such refusal per database;
+    /// [`TestDb::allow_rows`] lifts it.
     pub async fn refuse_rows(&self, table: &str, event: &str, condition: &str, sqlstate: &str) {
         sqlx::raw_sql(&format!(
             "create function lq.refuse_rows() returns trigger language plpgsql as
@@ -203,6 +191,14 @@ impl TestDb {
         .execute(&self.pool)
         .await
         .expect("create the refusing trigger");
+    }
+
+    /// Lifts [`TestDb::refuse_rows`] (and so [`TestDb::refuse_delete`]).
+    pub async fn allow_rows(&self) {
+        sqlx::raw_sql("drop function lq.refuse_rows() cascade")
+            .execute(&self.pool)
+            .await
+            .expect("drop the refusing trigger");
     }
 
     /// Waits until `sql` (a query returning one boolean) is true, or panics after `limit`.
