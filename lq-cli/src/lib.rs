@@ -30,7 +30,7 @@
 //! Exit codes: 0 when all went well; 1 when the command worked but found
 //! something (a failing `doctor` check, a refused job in a bulk action); 2 for
 //! an error (bad arguments, no database, a failed call) or a job id that names
-//! no job (`jobs show`, and `jobs retry|cancel|delete`, which still act on the
+//! no job (`jobs show`, and `jobs retry|cancel|delete|run-now`, which still act on the
 //! ids that exist).
 
 use std::process::ExitCode;
@@ -86,7 +86,7 @@ pub enum Command {
     /// Per queue: ready, scheduled and running jobs, the oldest wait, the last
     /// hour's successes and deaths, and pauses.
     Status(commands::status::StatusArgs),
-    /// List, show, retry, cancel or delete jobs.
+    /// List, show, retry, cancel, delete or run now jobs.
     #[command(subcommand)]
     Jobs(commands::jobs::JobsCommand),
     /// List, pause or resume queues.
@@ -125,7 +125,7 @@ pub async fn run(args: LqArgs) -> ExitCode {
         Ok(Err(e)) => {
             eprintln!(
                 "lq: cannot connect to the database: {}",
-                output::printable(&causes(&e))
+                output::printable(&lq_runtime::chain(&e))
             );
             return ExitCode::from(2);
         }
@@ -193,10 +193,32 @@ pub async fn run_on(pool: &PgPool, format: Format, command: Command) -> ExitCode
         Ok(Outcome::Findings) => ExitCode::from(1),
         Ok(Outcome::NotFound) => ExitCode::from(2),
         Err(e) => {
-            eprintln!("lq: {}", output::printable(&describe(&*e)));
+            let text = match schema_behind(pool, &*e).await {
+                Some(found) => format!(
+                    "the lq schema in this database is at version {found}, this lq needs {}: \
+                     run `lq migrate`, or check --database-url (DATABASE_URL) names the \
+                     database litequeue uses ({})",
+                    lq_runtime::SCHEMA_VERSION,
+                    describe(&*e)
+                ),
+                None => describe(&*e),
+            };
+            eprintln!("lq: {}", output::printable(&text));
             ExitCode::from(2)
         }
     }
+}
+
+/// The schema version found, when `e` is a statement naming a table, column,
+/// type or function of litequeue's that the database lacks and the schema is
+/// older than this build: the operator pointed `lq` at the wrong database, or
+/// has not migrated it yet. `None` otherwise, or when the version cannot be read.
+async fn schema_behind(pool: &PgPool, e: &(dyn std::error::Error + 'static)) -> Option<i32> {
+    if !lq_runtime::names_missing_object(e) {
+        return None;
+    }
+    let found = lq_runtime::schema_version(pool).await.ok()?;
+    (found < lq_runtime::SCHEMA_VERSION).then_some(found)
 }
 
 /// A failure as `lq` prints it: every cause in its chain (PostgreSQL's own
@@ -206,22 +228,6 @@ fn describe(e: &(dyn std::error::Error + 'static)) -> String {
     let mut text = lq_runtime::chain(e);
     if lq_runtime::lacks_grant(e) {
         text.push_str(" (this role lacks a grant: docs/roles.md lists each role's grants)");
-    }
-    text
-}
-
-/// `e` and its causes, each cause left out whose text is already in (the
-/// driver's connection errors repeat their cause in their own message).
-fn causes(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = e.to_string();
-    let mut next = e.source();
-    while let Some(cause) = next {
-        let more = cause.to_string();
-        if !text.contains(&more) {
-            text.push_str(": ");
-            text.push_str(&more);
-        }
-        next = cause.source();
     }
     text
 }

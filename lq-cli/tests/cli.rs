@@ -652,3 +652,45 @@ async fn a_bulk_action_that_fails_partway_prints_what_it_did_then_the_error() {
     assert_eq!(db.count("cancelled").await, 500);
     assert_eq!(db.count("queued").await, 100);
 }
+
+/// `lq jobs run-now` makes queued jobs due at once, by id or by filter, and
+/// refuses the others with their reason (exit 1), as the other bulk actions do.
+#[tokio::test]
+async fn run_now_makes_scheduled_jobs_due_and_refuses_finished_ones() {
+    let db = TestDb::new().await;
+    let later = insert(&db, "cli.later", "later", 3).await;
+    sqlx::query("update lq.jobs set run_at = now() + interval '1 day'")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let due_now = "select count(*) from lq.jobs where run_at <= now()";
+
+    let (code, json, err) = lq(&db, &["jobs", "run-now", &later[0].to_string(), "--yes"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(json["action"], "run-now");
+    assert_eq!(json["done"], serde_json::json!([later[0]]));
+    assert_eq!(db.number(due_now).await, 1);
+
+    let by_filter = ["jobs", "run-now", "--state", "queued", "--queue", "later"];
+    let (code, json, _) = lq(&db, &[&by_filter[..], &["--dry-run"]].concat());
+    assert_eq!((code, json["matched"].as_u64()), (0, Some(3)));
+    assert_eq!(db.number(due_now).await, 1, "a dry run changes nothing");
+    let (code, json, _) = lq(&db, &[&by_filter[..], &["--yes"]].concat());
+    assert_eq!((code, json["done"].as_array().unwrap().len()), (0, 3));
+    assert_eq!(db.number(due_now).await, 3);
+
+    // A filter without a state takes the queued jobs only; an id is looked at
+    // whatever its state, and refused with it.
+    db.finish(later[2], "dead", 1.0).await;
+    let (code, json, _) = lq(&db, &["jobs", "run-now", "--queue", "later", "--yes"]);
+    assert_eq!(code, 0);
+    assert_eq!(json["done"], serde_json::json!([later[0], later[1]]));
+    assert_eq!(json["refused"], serde_json::json!([]));
+    let (code, json, _) = lq(&db, &["jobs", "run-now", &later[2].to_string(), "--yes"]);
+    assert_eq!(code, 1);
+    let reason = json["refused"][0]["reason"].as_str().unwrap();
+    assert_eq!(
+        reason,
+        format!("job {} is dead, so it cannot be run now", later[2])
+    );
+}

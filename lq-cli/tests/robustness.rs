@@ -355,3 +355,78 @@ async fn a_reader_that_stops_reading_ends_lq_quietly() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert_eq!(out.status.code(), Some(0), "{stderr}");
 }
+
+/// `lq` pointed at a database without litequeue's schema, or with an older
+/// one, says which version it found and what to do (migrate, or check the URL),
+/// exits 2, and creates nothing: a pause is not recorded in a schema that is
+/// not there.
+#[tokio::test]
+async fn a_database_without_the_current_schema_is_reported_as_such() {
+    let db = TestDb::new().await;
+    sqlx::raw_sql("drop schema lq cascade")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let needed = lq_runtime::SCHEMA_VERSION;
+    let commands: [&[&str]; 6] = [
+        &["status"],
+        &["jobs", "list"],
+        &["jobs", "show", "1"],
+        &["queues", "pause", "emails"],
+        &["runtimes"],
+        &["cron", "list"],
+    ];
+    for args in commands {
+        let (code, stdout, stderr) = lq_text(&db.url, &[], args);
+        assert_eq!(code, 2, "{args:?}: {stdout}");
+        assert!(
+            stderr.contains(&format!("at version 0, this lq needs {needed}"))
+                && stderr.contains("run `lq migrate`")
+                && stderr.contains("--database-url"),
+            "{args:?}: {stderr}"
+        );
+        // PostgreSQL's own message is kept, once.
+        assert_eq!(
+            stderr.matches("does not exist").count(),
+            1,
+            "{args:?}: {stderr}"
+        );
+    }
+    let schemas: i64 = sqlx::query_scalar("select count(*) from pg_namespace where nspname = 'lq'")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(schemas, 0, "lq created nothing");
+
+    // A schema at version 4, from before queues could be paused.
+    sqlx::raw_sql(concat!(
+        "create schema lq;
+         create table lq.schema_migrations (
+             version integer primary key, name text not null, applied_at timestamptz not null default now());
+         insert into lq.schema_migrations (version, name) values
+             (1, '0001_jobs'), (2, '0002_cron'), (3, '0003_finished_jobs'), (4, '0004_unique_per_kind');
+         ",
+        include_str!("../../migrations/0001_jobs.sql"),
+        include_str!("../../migrations/0002_cron.sql"),
+        include_str!("../../migrations/0003_finished_jobs.sql"),
+        include_str!("../../migrations/0004_unique_per_kind.sql"),
+    ))
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    let (code, _, stderr) = lq_text(&db.url, &[], &["queues", "pause", "emails"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains(&format!("at version 4, this lq needs {needed}")),
+        "{stderr}"
+    );
+
+    // Once migrated, a job that is not there is just that.
+    lq_runtime::migrate(&db.pool).await.unwrap();
+    let (code, _, stderr) = lq_text(&db.url, &[], &["jobs", "show", "1"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("job 1 does not exist") && !stderr.contains("lq migrate"),
+        "{stderr}"
+    );
+}

@@ -1,4 +1,4 @@
-//! Job control as library calls: inspect, list, count, cancel and retry jobs;
+//! Job control as library calls: inspect, list, count, cancel, retry and run now jobs;
 //! pause, resume and survey queues. Every tool (the CLI, the dashboard) is built
 //! on these, so each behaves the same everywhere.
 //!
@@ -22,7 +22,7 @@ use sqlx::PgPool;
 use crate::{db, Error, JobFilter, JobState};
 
 pub use crate::db::control::JobRow;
-pub use bulk::{cancel_matching, delete_matching, retry_matching, BulkReport};
+pub use bulk::{cancel_matching, delete_matching, retry_matching, run_now_matching, BulkReport};
 pub use cron::{cron_run_now, cron_schedules, CronInfo};
 pub use doctor::{doctor, Check};
 pub use queues::{pause_queue, queues, resume_queue, Paused, QueueInfo};
@@ -255,6 +255,44 @@ pub async fn retry_now(pool: &PgPool, id: i64) -> Result<(), Error> {
             action: "retried",
         }),
     }
+}
+
+/// Makes a queued job due now: one scheduled for later, snoozed, or waiting out
+/// a retry's backoff runs as soon as a worker of its queue is free (once the
+/// queue is resumed, if paused), its attempts and errors unchanged. A job
+/// already due is left as it is. Fails with [`Error::WrongState`] for a running
+/// or finished job (a dead one is [`retry_now`]'s), [`Error::NotFound`] when
+/// there is none.
+///
+/// ```no_run
+/// # async fn f(pool: sqlx::PgPool) -> Result<(), lq_core::Error> {
+/// // The provider it failed against is back: skip the rest of the backoff.
+/// lq_core::control::run_now(&pool, 42).await?;
+/// # Ok(()) }
+/// ```
+pub async fn run_now(pool: &PgPool, id: i64) -> Result<(), Error> {
+    let seen = pinned(pool, "jobs_run_now_many", |conn| {
+        Box::pin(async move { db::bulk::jobs_run_now_many(conn, &[id], &[]).await })
+    })
+    .await?;
+    if seen.iter().any(|&(.., due)| due) {
+        return Ok(());
+    }
+    // The live job's state first: an id a finished job shares names it too.
+    let state = match seen
+        .iter()
+        .map(|&(_, state, _)| state)
+        .min_by_key(|s| !s.is_live())
+    {
+        Some(state) => state,
+        // Queued when looked at, then claimed or ended before its row lock.
+        None => get(pool, id).await?.state,
+    };
+    Err(Error::WrongState {
+        id,
+        state,
+        action: "run now",
+    })
 }
 
 /// Why finished job `id` could not be retried, looked up now: usually

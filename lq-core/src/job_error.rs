@@ -108,13 +108,24 @@ impl fmt::Display for JobError {
     }
 }
 
-/// Renders an error with its whole source chain, `outer: inner: root`.
+/// Renders an error with its whole source chain, `outer: inner: root`, leaving
+/// out a cause whose text the rendering already ends with (sqlx's errors, and
+/// many `thiserror` types, end their own message with their source's).
+///
+/// ```
+/// let io = std::io::Error::other("disk full");
+/// let e = lq_core::Error::Database { op: "job_insert", source: sqlx::Error::Io(io) };
+/// assert_eq!(lq_core::chain(&e), "database error in job_insert: error communicating with database: disk full");
+/// ```
 pub fn chain(error: &(dyn StdError + 'static)) -> String {
     let mut out = error.to_string();
     let mut next = error.source();
     while let Some(e) = next {
-        out.push_str(": ");
-        out.push_str(&e.to_string());
+        let text = e.to_string();
+        if !out.ends_with(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
         next = e.source();
     }
     out

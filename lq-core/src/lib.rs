@@ -83,7 +83,7 @@ pub use migrate::{migrate, pending_migrations, schema_version, PendingMigration,
 pub use names::{validate_name, MAX_NAME_LEN};
 pub use perform::Perform;
 pub use registry::{JobDescriptor, PerformFn, Registry};
-pub use sqlstate::{lacks_grant, sqlstate_in};
+pub use sqlstate::{lacks_grant, names_missing_object, sqlstate_in};
 /// sqlx, the version whose `PgPool` and `Transaction` this API takes.
 pub use sqlx;
 pub use state::JobState;

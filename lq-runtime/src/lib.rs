@@ -169,13 +169,13 @@ pub use error::{Error, Result};
 pub use lq_core::__private;
 pub use lq_core::Error as CoreError;
 pub use lq_core::{
-    chain, chrono, control, cron, database_now, lacks_grant, migrate, pending_migrations,
-    schema_version, sqlstate_in, sqlx, storable_error, validate_name, AppState, AttemptError,
-    Backoff, BoxError, BulkEnqueued, CatchUp, CronSpec, CronTick, EnqueueOptions, EnqueueTarget,
-    Enqueued, Enqueuer, Failure, Job, JobContext, JobDescriptor, JobError, JobFilter, JobOptions,
-    JobState, PendingMigration, Perform, PerformFn, Registry, DEFAULT_ENQUEUER_CONNECTIONS,
-    DEFAULT_LEASE, MAX_ERRORS_KEPT, MAX_ERROR_BYTES, MAX_META_BYTES, MAX_NAME_LEN,
-    MAX_PAYLOAD_BYTES, MAX_UNIQUE_KEY_BYTES, SCHEMA_VERSION,
+    chain, chrono, control, cron, database_now, lacks_grant, migrate, names_missing_object,
+    pending_migrations, schema_version, sqlstate_in, sqlx, storable_error, validate_name, AppState,
+    AttemptError, Backoff, BoxError, BulkEnqueued, CatchUp, CronSpec, CronTick, EnqueueOptions,
+    EnqueueTarget, Enqueued, Enqueuer, Failure, Job, JobContext, JobDescriptor, JobError,
+    JobFilter, JobOptions, JobState, PendingMigration, Perform, PerformFn, Registry,
+    DEFAULT_ENQUEUER_CONNECTIONS, DEFAULT_LEASE, MAX_ERRORS_KEPT, MAX_ERROR_BYTES, MAX_META_BYTES,
+    MAX_NAME_LEN, MAX_PAYLOAD_BYTES, MAX_UNIQUE_KEY_BYTES, SCHEMA_VERSION,
 };
 pub use preflight::MAX_CONCURRENCY;
 pub use runtime::Runtime;

@@ -1,4 +1,4 @@
-//! The single actions: retry, cancel or delete one job; pause or resume one
+//! The single actions: retry, cancel, delete or run now one job; pause or resume one
 //! queue; run one recurring job now. The guard has already checked access,
 //! Origin and CSRF; each action is audit-logged, and a refusal is shown as a
 //! page (409, 404), never a 500.
@@ -19,7 +19,7 @@ use lq_core::{control, JobFilter, JobState};
 
 use crate::{bulk::Action, context::Ctx, error::PageError, guard::FormBody, params, Shared};
 
-/// `POST /jobs/{id}/{retry|cancel|delete}`.
+/// `POST /jobs/{id}/{retry|cancel|delete|run-now}`.
 pub(crate) async fn job(
     ctx: Ctx,
     State(sh): State<Arc<Shared>>,
@@ -57,9 +57,11 @@ pub(crate) async fn job(
         ("delete", _) => one(&sh, id, shown, Action::Delete)
             .await
             .map(|()| "deleted"),
+        ("run-now", None) => control::run_now(&sh.pool, id).await.map(|()| "run-now"),
+        ("run-now", Some(_)) => (one(&sh, id, shown, Action::RunNow).await).map(|()| "run-now"),
         (other, _) => {
             let e = PageError::not_found(format!(
-                "there is no action {other:?}: use retry, cancel or delete"
+                "there is no action {other:?}: use retry, cancel, delete or run-now"
             ));
             return ctx.error(refused_post(&ctx, other, e));
         }

@@ -38,6 +38,7 @@ pub(crate) enum Action {
     Retry,
     Cancel,
     Delete,
+    RunNow,
 }
 
 impl Action {
@@ -46,8 +47,9 @@ impl Action {
             Some("retry") => Ok(Self::Retry),
             Some("cancel") => Ok(Self::Cancel),
             Some("delete") => Ok(Self::Delete),
+            Some("run-now") => Ok(Self::RunNow),
             other => Err(PageError::bad_request(format!(
-                "unknown bulk action {:?}: use retry, cancel or delete",
+                "unknown bulk action {:?}: use retry, cancel, delete or run-now",
                 other.unwrap_or("")
             ))),
         }
@@ -58,6 +60,15 @@ impl Action {
             Self::Retry => "retry",
             Self::Cancel => "cancel",
             Self::Delete => "delete",
+            Self::RunNow => "run-now",
+        }
+    }
+
+    /// The verb as a page says it ("run now", not the form's "run-now").
+    pub(crate) fn words(self) -> &'static str {
+        match self {
+            Self::RunNow => "run now",
+            other => other.verb(),
         }
     }
 
@@ -66,6 +77,7 @@ impl Action {
             Self::Retry => "Retried",
             Self::Cancel => "Cancelled",
             Self::Delete => "Deleted",
+            Self::RunNow => "Made due now",
         }
     }
 
@@ -75,6 +87,7 @@ impl Action {
             Self::Retry => "retried",
             Self::Cancel => "cancelled",
             Self::Delete => "deleted",
+            Self::RunNow => "run now",
         }
     }
 
@@ -89,6 +102,7 @@ impl Action {
             Self::Retry => control::retry_matching(pool, filter, limit).await,
             Self::Cancel => control::cancel_matching(pool, filter, limit).await,
             Self::Delete => control::delete_matching(pool, filter, limit).await,
+            Self::RunNow => control::run_now_matching(pool, filter, limit).await,
         }
     }
 
@@ -280,7 +294,7 @@ async fn confirmation(
     let newest = control::list(&sh.pool, &job_filter, 1).await?;
     let Some(newest) = newest.first() else {
         return Ok(html! {
-            h1 { "Nothing to " (action.verb()) }
+            h1 { "Nothing to " (action.words()) }
             p { "No job matches " (filter.describe()) " now." }
             p { a href=(back) { "Back to the jobs" } }
         });
@@ -291,11 +305,11 @@ async fn confirmation(
         .iter()
         .map(|c| c.count)
         .sum();
-    let verb = action.verb();
+    let (verb, words) = (action.verb(), action.words());
     let question = format!(
         "{}{} {} {} matching {}?",
-        verb[..1].to_uppercase(),
-        &verb[1..],
+        words[..1].to_uppercase(),
+        &words[1..],
         layout::count(n),
         if n == 1 { "job" } else { "jobs" },
         filter.describe()
@@ -312,7 +326,7 @@ async fn confirmation(
             }
             input type="hidden" name="upto" value=(newest.id);
             button.danger[action == Action::Delete] type="submit" name="confirm" value=(n) {
-                "Yes, " (verb) " " (layout::count(n)) " jobs"
+                "Yes, " (words) " " (layout::count(n)) " jobs"
             }
             " "
             a href=(back) { "No, go back" }

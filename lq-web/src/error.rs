@@ -108,7 +108,11 @@ impl From<lq_core::Error> for PageError {
             | E::ScheduleUndeclared { .. }
             | E::AmbiguousId { .. } => StatusCode::CONFLICT,
             E::InvalidName { .. } | E::InvalidFilter { .. } => StatusCode::BAD_REQUEST,
-            E::Database { source, .. } if unreachable(source) => StatusCode::SERVICE_UNAVAILABLE,
+            E::Database { source, .. }
+                if unreachable(source) || lq_core::names_missing_object(source) =>
+            {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             E::Database { source, .. } if lq_core::lacks_grant(source) || read_only(source) => {
                 StatusCode::FORBIDDEN
             }
@@ -118,6 +122,13 @@ impl From<lq_core::Error> for PageError {
         if timed_out {
             message = format!(
                 "the database did not answer in time (a long query, or a row another session holds locked); try again: {message}"
+            );
+        } else if matches!(cause, E::Database { source, .. } if lq_core::names_missing_object(source))
+        {
+            message = format!(
+                "this database has no lq schema, or one older than this dashboard needs \
+                 (version {}): run `lq migrate`, or check the dashboard's database URL: {message}",
+                lq_core::SCHEMA_VERSION
             );
         } else if status == StatusCode::SERVICE_UNAVAILABLE {
             message = format!("the database is unavailable: {message}");

@@ -384,17 +384,8 @@ async fn a_delete_by_an_id_two_jobs_share_deletes_neither_until_a_state_says_whi
         )] => assert_eq!(*id, live),
         other => panic!("{other:?}"),
     }
-    let count = |sql: &'static str| {
-        let pool = db.pool.clone();
-        async move {
-            sqlx::query_scalar::<_, i64>(sql)
-                .fetch_one(&pool)
-                .await
-                .unwrap()
-        }
-    };
-    assert_eq!(count("select count(*) from lq.jobs").await, 1);
-    assert_eq!(count("select count(*) from lq.finished_jobs").await, 1);
+    assert_eq!(db.number("select count(*) from lq.jobs").await, 1);
+    assert_eq!(db.number("select count(*) from lq.finished_jobs").await, 1);
 
     // A state says which: the dead one goes, the queued one stays.
     let dead = by_id.clone().state(JobState::Dead);
@@ -403,6 +394,6 @@ async fn a_delete_by_an_id_two_jobs_share_deletes_neither_until_a_state_says_whi
         .unwrap();
     assert_eq!(report.done, vec![live]);
     assert!(report.refused.is_empty(), "{report:?}");
-    assert_eq!(count("select count(*) from lq.finished_jobs").await, 0);
+    assert_eq!(db.number("select count(*) from lq.finished_jobs").await, 0);
     assert_eq!(state_of(&db, live).await, JobState::Queued);
 }

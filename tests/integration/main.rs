@@ -27,6 +27,7 @@ mod reclaim;
 mod refused_outcomes;
 mod revoked_grant;
 mod roles;
+mod run_now;
 mod runtime;
 mod shutdown;
 mod stall;

@@ -84,6 +84,23 @@ impl TestDb {
             .expect("count")
     }
 
+    /// The one `bigint` that `sql` selects (a count, say).
+    pub async fn number(&self, sql: &str) -> i64 {
+        sqlx::query_scalar(sql)
+            .fetch_one(&self.pool)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"))
+    }
+
+    /// Whether live job `id` is due: its run time has come.
+    pub async fn is_due(&self, id: i64) -> bool {
+        sqlx::query_scalar("select run_at <= now() from lq.jobs where id = $1")
+            .bind(id)
+            .fetch_one(&self.pool)
+            .await
+            .expect("a live job")
+    }
+
     /// Ends live job `id` in final `state` as if it finished `ago_secs` seconds ago,
     /// moving it to `lq.finished_jobs` as the runtime does.
     pub async fn finish(&self, id: i64, state: &str, ago_secs: f64) {

@@ -1,4 +1,4 @@
-//! `lq jobs list|show|retry|cancel|delete`.
+//! `lq jobs list|show|retry|cancel|delete|run-now`.
 
 use clap::{Args, Subcommand};
 use lq_runtime::{
@@ -40,6 +40,10 @@ pub enum JobsCommand {
     Cancel(BulkArgs),
     /// Delete queued or finished jobs for good.
     Delete(BulkArgs),
+    /// Make queued jobs due now: scheduled, snoozed or waiting out a retry's
+    /// backoff, they run as soon as a worker is free, attempts unchanged. A
+    /// filter without --state takes queued jobs only.
+    RunNow(BulkArgs),
 }
 
 /// Which jobs a bulk action takes: ids, or a filter, or `--all`.
@@ -170,6 +174,7 @@ pub(crate) async fn run(
         JobsCommand::Retry(a) => bulk(pool, out, a, "retry").await,
         JobsCommand::Cancel(a) => bulk(pool, out, a, "cancel").await,
         JobsCommand::Delete(a) => bulk(pool, out, a, "delete").await,
+        JobsCommand::RunNow(a) => bulk(pool, out, a, "run-now").await,
     }
 }
 
@@ -250,6 +255,7 @@ impl JobsCommand {
             JobsCommand::Retry(a) => (a, "retry"),
             JobsCommand::Cancel(a) => (a, "cancel"),
             JobsCommand::Delete(a) => (a, "delete"),
+            JobsCommand::RunNow(a) => (a, "run-now"),
         };
         a.check(verb)
     }
@@ -276,10 +282,17 @@ impl BulkArgs {
 async fn bulk(pool: &PgPool, out: &Out, a: BulkArgs, verb: &str) -> Result<Outcome, Failure> {
     a.check(verb)?;
     // Each filter with the id it was made from, if the user named ids.
+    let mut filter = a.filter.to_filter();
+    if verb == "run-now" && filter.states.is_empty() {
+        // Only queued jobs can be made due: `--kind K` means K's queued jobs,
+        // not its whole history refused one by one. Named ids are each
+        // looked at, and refused with their state.
+        filter.states.push(JobState::Queued);
+    }
     let filters: Vec<(Option<i64>, JobFilter)> = if a.ids.is_empty() {
         // None matching now: none is counted or acted on, not even one
         // enqueued in the meantime.
-        pinned_to_newest(pool, a.filter.to_filter())
+        pinned_to_newest(pool, filter)
             .await?
             .map(|f| (None, f))
             .into_iter()
@@ -351,6 +364,7 @@ async fn bulk(pool: &PgPool, out: &Out, a: BulkArgs, verb: &str) -> Result<Outco
         let result = match verb {
             "retry" => control::retry_matching(pool, f, left).await,
             "cancel" => control::cancel_matching(pool, f, left).await,
+            "run-now" => control::run_now_matching(pool, f, left).await,
             _ => control::delete_matching(pool, f, left).await,
         };
         let r = match result {
@@ -397,6 +411,7 @@ async fn bulk(pool: &PgPool, out: &Out, a: BulkArgs, verb: &str) -> Result<Outco
         let action = match verb {
             "retry" => "retried",
             "cancel" => "cancelled",
+            "run-now" => "run now",
             _ => "deleted",
         };
         let report = Box::new(total);

@@ -99,6 +99,16 @@ pub(crate) async fn run(pool: &PgPool, args: ServeArgs) -> Result<Outcome, Failu
             "read-only"
         }
     );
+    // Served anyway (the migration may be on its way); each page says so too.
+    if let Ok(found) = lq_runtime::schema_version(pool).await {
+        if found < lq_runtime::SCHEMA_VERSION {
+            eprintln!(
+                "lq: warning: the lq schema in this database is at version {found}, this lq \
+                 needs {}: pages fail until `lq migrate` runs (or check --database-url)",
+                lq_runtime::SCHEMA_VERSION
+            );
+        }
+    }
     lq_web::serve(pool.clone(), options).await?;
     Ok(Outcome::Clean)
 }

@@ -1,4 +1,4 @@
-//! Bulk actions: retry, cancel or delete every job a [`JobFilter`] matches, in
+//! Bulk actions: retry, cancel, delete or run now every job a [`JobFilter`] matches, in
 //! batches of short transactions, with a limit, reporting each refusal.
 
 use sqlx::PgPool;
@@ -15,7 +15,7 @@ const BATCH: i64 = 500;
 pub struct BulkReport {
     /// Jobs the filter matched and the action looked at.
     pub matched: u64,
-    /// Ids of the jobs it acted on (retried, cancelled or deleted).
+    /// Ids of the jobs it acted on (retried, cancelled, deleted or made due).
     pub done: Vec<i64>,
     /// The jobs it could not act on, each with the reason
     /// ([`Error::WrongState`], [`Error::LeftFilter`], [`Error::UniqueKeyHeld`],
@@ -30,6 +30,7 @@ enum Action {
     Retry,
     Cancel,
     Delete,
+    RunNow,
 }
 
 impl Action {
@@ -39,6 +40,7 @@ impl Action {
             Action::Retry => "retried",
             Action::Cancel => "cancelled",
             Action::Delete => "deleted",
+            Action::RunNow => "run now",
         }
     }
 }
@@ -117,6 +119,30 @@ pub async fn delete_matching(
     limit: Option<u64>,
 ) -> Result<BulkReport, Error> {
     run(pool, filter, limit, Action::Delete).await
+}
+
+/// Makes every queued job matching `filter` (at most `limit`) due now, as
+/// [`super::run_now`] does one: jobs scheduled for later, snoozed, or waiting
+/// out a retry's backoff run as soon as workers are free, their attempts and
+/// errors unchanged. A running or finished job is refused with
+/// [`Error::WrongState`] (retry a dead one instead), and one a claim took after
+/// the filter chose it with [`Error::LeftFilter`] when the filter names states.
+///
+/// ```no_run
+/// use lq_core::{control, JobFilter, JobState};
+/// # async fn f(pool: sqlx::PgPool) -> Result<(), lq_core::Error> {
+/// // The payment provider is back: stop waiting out the backoff.
+/// let filter = JobFilter::new().state(JobState::Queued).kind("ChargeCard");
+/// let report = control::run_now_matching(&pool, &filter, None).await?;
+/// println!("{} due now", report.done.len());
+/// # Ok(()) }
+/// ```
+pub async fn run_now_matching(
+    pool: &PgPool,
+    filter: &JobFilter,
+    limit: Option<u64>,
+) -> Result<BulkReport, Error> {
+    run(pool, filter, limit, Action::RunNow).await
 }
 
 async fn run(
@@ -213,6 +239,12 @@ async fn act(
         Action::Cancel => {
             pinned(pool, "jobs_cancel_many", |conn| {
                 Box::pin(async move { db::bulk::jobs_cancel_many(conn, &batch, &wanted).await })
+            })
+            .await?
+        }
+        Action::RunNow => {
+            pinned(pool, "jobs_run_now_many", |conn| {
+                Box::pin(async move { db::bulk::jobs_run_now_many(conn, &batch, &wanted).await })
             })
             .await?
         }

@@ -1,4 +1,4 @@
-//! Statements of the bulk actions: retry, cancel or delete a batch of jobs by id,
+//! Statements of the bulk actions: retry, cancel, delete or run now a batch of jobs by id,
 //! each batch in one statement, reporting which ids it acted on.
 
 use sqlx::PgConnection;
@@ -123,6 +123,56 @@ pub async fn jobs_cancel_many(
     .fetch_all(&mut *conn)
     .await
     .map_err(err("jobs_cancel_many"))
+}
+
+/// Makes the queued jobs among `ids` due now, and among them only those in one
+/// of `states` when it is not empty (see [`jobs_delete_many`]): a job scheduled
+/// for later, snoozed, or waiting out a retry's backoff runs as soon as a worker
+/// is free, its attempts and errors as they were. A job already due is left as
+/// it is (and counts as done). Sends the queues' wake-up NOTIFY.
+/// Returns `(id, state before, made due)` of every job found, except a queued
+/// one a claim took (or an operator ended) while this waited for its row lock:
+/// the caller looks that one up.
+pub async fn jobs_run_now_many(
+    conn: &mut PgConnection,
+    ids: &[i64],
+    states: &[JobState],
+) -> Result<Vec<(i64, JobState, bool)>, Error> {
+    sqlx::query_as(concat!(
+        "with old as materialized (
+             select id, state::lq.job_state as state,
+                 ",
+        in_states!("state::text"),
+        " as chosen
+             from lq.jobs where id = any($1)
+         ),
+         due as materialized (
+             select j.id, j.queue from lq.jobs j join old using (id)
+             where old.state = 'queued' and old.chosen and j.state = 'queued'
+             order by j.id
+             for update of j
+         ),
+         moved as (
+             update lq.jobs j set run_at = now()
+             from due where j.id = due.id and j.run_at > now()
+             returning j.queue
+         ),
+         woken as (
+             select pg_notify('lq_jobs', q) from (select distinct queue as q from moved) qs
+         )
+         select id, 'queued'::lq.job_state, true from due
+         where (select count(*) from woken) >= 0
+         union all
+         select id, state, false from old where not (state = 'queued' and chosen)
+         union all
+         select id, state, false from lq.finished_jobs where id = any($1)
+         order by 1"
+    ))
+    .bind(ids)
+    .bind(state_names(states))
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(err("jobs_run_now_many"))
 }
 
 /// Deletes the queued and finished jobs among `ids` for good (a running job is

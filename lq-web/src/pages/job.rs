@@ -1,5 +1,6 @@
 //! `/jobs/{id}`: one job — its fields, its payload and metadata (hidden until
-//! asked for), every failed attempt's error, and the actions its state allows.
+//! asked for), every failed attempt's error, and the actions its state allows
+//! (run now, for a queued job not yet due).
 
 use std::sync::Arc;
 
@@ -43,6 +44,10 @@ fn body(ctx: &Ctx, sh: &Shared, j: &JobRow, done: Option<&str>) -> Markup {
             Some(format!("Cancellation of job {} requested.", j.id))
         }
         "cancelled" => Some(format!("Job {} cancelled.", j.id)),
+        "run-now" if j.state == JobState::Queued => Some(format!(
+            "Job {} is due now: it runs when a worker of queue {} is free.",
+            j.id, j.queue
+        )),
         _ => None,
     });
     html! {
@@ -96,6 +101,9 @@ fn body(ctx: &Ctx, sh: &Shared, j: &JobRow, done: Option<&str>) -> Markup {
 
 /// The buttons this job's state allows (the server checks again on POST).
 fn actions(ctx: &Ctx, j: &JobRow) -> Markup {
+    // This host's clock only chooses whether to offer the button: the server
+    // makes the job due by the database's.
+    let now = chrono::Utc::now();
     let form = |action: &str, label: &str, confirm: Option<&str>, danger: bool| {
         html! {
             form.inline method="post" action=(ctx.url(&format!("/jobs/{}/{action}", j.id))) data-confirm=[confirm] {
@@ -110,6 +118,10 @@ fn actions(ctx: &Ctx, j: &JobRow) -> Markup {
         div.actions {
             @if matches!(j.state, JobState::Dead | JobState::Cancelled) {
                 (form("retry", "Retry now", None, false))
+            }
+            @if j.state == JobState::Queued && j.run_at > now {
+                // Scheduled, snoozed, or waiting out a retry's backoff.
+                (form("run-now", "Run now", None, false))
             }
             @if j.state.is_live() {
                 (form("cancel", "Cancel", Some("Cancel this job?"), false))

@@ -169,6 +169,9 @@ fn table(ctx: &Ctx, rows: &[JobRow], shown: Option<JobState>) -> Markup {
                     button type="submit" name="action" value="cancel" data-confirm="Cancel the selected jobs?" { "Cancel" }
                     // The server asks before a delete.
                     button.danger type="submit" name="action" value="delete" { "Delete" }
+                    @if shown == Some(JobState::Queued) {
+                        button type="submit" name="action" value="run-now" data-confirm="Run the selected jobs now?" { "Run now" }
+                    }
                 }
             }
             table.jobs {
@@ -241,6 +244,9 @@ fn all_matching_form(ctx: &Ctx, f: &Filter, n: Tally) -> Markup {
             button type="submit" name="action" value="retry" { "Retry all…" }
             button type="submit" name="action" value="cancel" { "Cancel all…" }
             button.danger type="submit" name="action" value="delete" { "Delete all…" }
+            @if f.state == Some(JobState::Queued) {
+                button type="submit" name="action" value="run-now" { "Run all now…" }
+            }
         }
     }
 }

@@ -20,12 +20,21 @@ use crate::support::{
 struct Fixture {
     dead: i64,
     queued: [i64; 3],
+    /// Queued on queue `later`, due tomorrow.
+    scheduled: i64,
 }
 
 async fn fixture() -> (TestDb, Fixture) {
     let db = TestDb::new().await;
-    let ids = mails(&db, 4).await;
+    let ids = mails(&db, 5).await;
     db.finish(ids[0], "dead", 1.0).await;
+    sqlx::query(
+        "update lq.jobs set queue = 'later', run_at = now() + interval '1 day' where id = $1",
+    )
+    .bind(ids[4])
+    .execute(&db.pool)
+    .await
+    .unwrap();
     control::pause_queue(&db.pool, "other", "test")
         .await
         .unwrap();
@@ -33,6 +42,7 @@ async fn fixture() -> (TestDb, Fixture) {
     let f = Fixture {
         dead: ids[0],
         queued: [ids[1], ids[2], ids[3]],
+        scheduled: ids[4],
     };
     (db, f)
 }
@@ -84,6 +94,12 @@ fn routes(f: &Fixture) -> Vec<PostRoute> {
                 ("confirm", "4".into()),
                 ("upto", id(f.queued[2])),
             ],
+            true,
+        ),
+        (
+            "run now one",
+            format!("/jobs/{}/run-now", f.scheduled),
+            vec![],
             true,
         ),
         ("pause", "/queues/mail/pause".into(), vec![], true),

@@ -64,6 +64,86 @@ async fn retry_cancel_and_delete_one_job_then_redirect_with_a_notice() {
         .has(&format!("Job {} deleted.", ids[2]));
 }
 
+/// A queued job not yet due offers "Run now"; the action makes it due,
+/// returns to the job with a notice, and is refused for a job that finished
+/// meanwhile. On the queued tab, the selection and all matching jobs can be
+/// run now too.
+#[tokio::test]
+async fn run_now_makes_a_scheduled_job_due_one_by_one_or_in_bulk() {
+    let (db, app) = support::full().await;
+    let ids = mails(&db, 4).await;
+    sqlx::query("update lq.jobs set run_at = now() + interval '1 day'")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let run_now_form = format!(r#"action="/jobs/{}/run-now""#, ids[0]);
+    get(&app, &format!("/jobs/{}", ids[0]))
+        .await
+        .has(&run_now_form)
+        .has("Run now");
+
+    let r = post(
+        &app,
+        &format!("/jobs/{}/run-now", ids[0]),
+        &[("state", "queued")],
+    )
+    .await;
+    r.expect(StatusCode::SEE_OTHER);
+    assert_eq!(r.location(), format!("/jobs/{}?done=run-now", ids[0]));
+    assert!(db.is_due(ids[0]).await);
+    get(&app, r.location())
+        .await
+        .has(&format!("Job {} is due now", ids[0]))
+        // Due now: nothing left to bring forward.
+        .lacks(&run_now_form);
+
+    // Finished since the page was shown: refused with the reason.
+    db.finish(ids[1], "dead", 0.0).await;
+    post(
+        &app,
+        &format!("/jobs/{}/run-now", ids[1]),
+        &[("state", "queued")],
+    )
+    .await
+    .expect(StatusCode::CONFLICT)
+    .has(&format!("job {} became dead", ids[1]))
+    .has("so it was not run now");
+
+    // The queued tab offers it for a selection and for all matching jobs.
+    get(&app, "/jobs?state=queued")
+        .await
+        .has(r#"value="run-now""#)
+        .has("Run all now");
+    get(&app, "/jobs?state=dead")
+        .await
+        .lacks(r#"value="run-now""#);
+    let selected = ids[2].to_string();
+    support::acted(
+        &app,
+        "/jobs/bulk",
+        &[
+            ("action", "run-now"),
+            ("state", "queued"),
+            ("ids", &selected),
+        ],
+    )
+    .await
+    .expect(StatusCode::OK)
+    .has("Made due now 1 of 1");
+    assert!(db.is_due(ids[2]).await);
+    assert!(!db.is_due(ids[3]).await);
+
+    let ask = [
+        ("action", "run-now"),
+        ("all_matching", "1"),
+        ("state", "queued"),
+    ];
+    post(&app, "/jobs/bulk", &ask)
+        .await
+        .expect(StatusCode::OK)
+        .has("Run now 3 jobs matching state queued?");
+}
+
 #[tokio::test]
 async fn a_refused_single_action_is_a_page_with_the_reason_never_a_500() {
     let (db, app) = support::full().await;
@@ -107,7 +187,7 @@ async fn a_refused_single_action_is_a_page_with_the_reason_never_a_500() {
     post(&app, &format!("/jobs/{}/explode", ids[0]), &[])
         .await
         .expect(StatusCode::NOT_FOUND)
-        .has("use retry, cancel or delete");
+        .has("use retry, cancel, delete or run-now");
     post(&app, "/jobs/abc/retry", &[])
         .await
         .expect(StatusCode::BAD_REQUEST);

@@ -480,6 +480,31 @@ async fn an_unreachable_database_is_a_503_page() {
     get(&app, "/health").await.expect(StatusCode::OK);
 }
 
+/// A dashboard pointed at a database litequeue never migrated says so on every
+/// page, and what to do, instead of a bare "relation does not exist".
+#[tokio::test]
+async fn a_database_without_the_lq_schema_is_a_503_page_that_says_migrate() {
+    let db = TestDb::new().await;
+    sqlx::raw_sql("drop schema lq cascade")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let app = lq_web::router(db.pool.clone(), WebConfig::new());
+    for path in ["/", "/jobs", "/jobs/1", "/queues", "/cron", "/runtimes"] {
+        let page = get(&app, path).await;
+        page.expect(StatusCode::SERVICE_UNAVAILABLE)
+            .has("this database has no lq schema")
+            .has("run `lq migrate`");
+        // PostgreSQL's message is shown once, not once per layer of the error.
+        assert_eq!(
+            page.body.matches("does not exist").count(),
+            1,
+            "{path}: {}",
+            page.body
+        );
+    }
+}
+
 #[tokio::test]
 async fn nested_under_a_prefix_every_link_form_and_cookie_keeps_the_prefix() {
     let (db, _) = support::full().await;

@@ -217,11 +217,16 @@ pub async fn make_running(db: &TestDb, id: i64, owner: &str) {
     assert_eq!(n, 1);
 }
 
-/// Everything an action could change: each job's id and state (and whether a
-/// cancel was requested), and each queue's pause.
-pub async fn snapshot(db: &TestDb) -> (Vec<(i64, String, bool)>, Vec<(String, bool)>) {
+/// A job as [`snapshot`] sees it: id, state, whether a cancel was requested,
+/// and whether it is due.
+pub type JobSeen = (i64, String, bool, bool);
+
+/// Everything an action could change: each job's id and state (whether a
+/// cancel was requested, whether it is due), and each queue's pause.
+pub async fn snapshot(db: &TestDb) -> (Vec<JobSeen>, Vec<(String, bool)>) {
     let jobs = sqlx::query_as(
-        "select id, state::text, cancel_requested_at is not null from lq.all_jobs order by id",
+        "select id, state::text, cancel_requested_at is not null, run_at <= now()
+         from lq.all_jobs order by id",
     )
     .fetch_all(&db.pool)
     .await
