@@ -104,7 +104,7 @@ pub enum Command {
 }
 
 /// Connects and runs `args`, printing to stdout (results) and stderr (errors);
-/// returns the exit code.
+/// returns the exit code. The crate's example mounts it in an application.
 pub async fn run(args: LqArgs) -> ExitCode {
     let Some(url) = args.database_url.as_deref() else {
         eprintln!("lq: no database: pass --database-url or set DATABASE_URL");
@@ -175,6 +175,22 @@ impl Command {
 }
 
 /// Runs `command` on `pool` (for an application that has its own pool).
+///
+/// ```no_run
+/// use clap::Parser;
+///
+/// #[derive(Parser)]
+/// struct Cli {
+///     #[command(flatten)]
+///     lq: lq_cli::LqArgs,
+/// }
+///
+/// # async fn f(pool: sqlx::PgPool) -> std::process::ExitCode {
+/// // `lq --format json status`, on the application's pool.
+/// let args = Cli::parse_from(["lq", "--format", "json", "status"]).lq;
+/// lq_cli::run_on(&pool, args.format, args.command).await
+/// # }
+/// ```
 pub async fn run_on(pool: &PgPool, format: Format, command: Command) -> ExitCode {
     let out = output::Out::new(format);
     let result = match command {

@@ -85,6 +85,19 @@ pub async fn get(pool: &PgPool, id: i64) -> Result<JobRow, Error> {
 /// Up to `limit` jobs matching `filter`, newest (highest id) first. For the
 /// next page, pass the last id to [`JobFilter::before_id`]. A filter the
 /// database could not take, or a negative limit, is [`Error::InvalidFilter`].
+///
+/// ```no_run
+/// use lq_core::{control, JobFilter, JobState};
+/// # async fn f(pool: sqlx::PgPool) -> Result<(), lq_core::Error> {
+/// // Every dead job of a queue, 100 at a time.
+/// let mut page = JobFilter::new().state(JobState::Dead).queue("emails");
+/// loop {
+///     let jobs = control::list(&pool, &page, 100).await?;
+///     let Some(last) = jobs.last() else { break };
+///     page = page.before_id(last.id);
+/// }
+/// # Ok(()) }
+/// ```
 pub async fn list(pool: &PgPool, filter: &JobFilter, limit: i64) -> Result<Vec<JobRow>, Error> {
     filter.validate()?;
     if limit < 0 {
@@ -234,6 +247,16 @@ pub async fn cancel(pool: &PgPool, id: i64) -> Result<JobState, Error> {
 /// error history is kept (its newest entries, see [`crate::MAX_ERRORS_KEPT`]).
 /// Fails with [`Error::UniqueKeyHeld`] when another live job of its kind holds
 /// its unique key (the live job wins).
+///
+/// ```no_run
+/// # async fn f(pool: sqlx::PgPool) -> Result<(), lq_core::Error> {
+/// match lq_core::control::retry_now(&pool, 42).await {
+///     Ok(()) => println!("job 42 queued again"),
+///     Err(lq_core::Error::UniqueKeyHeld { holder, .. }) => println!("job {holder} holds its key"),
+///     Err(e) => return Err(e),
+/// }
+/// # Ok(()) }
+/// ```
 pub async fn retry_now(pool: &PgPool, id: i64) -> Result<(), Error> {
     let retried = pinned(pool, "job_retry_now", |conn| {
         Box::pin(async move { db::control::job_retry_now(conn, id).await })
@@ -357,7 +380,8 @@ pub async fn prune(
 /// Deletes, as [`prune`] does, the finished jobs that were past their
 /// retention at database time `at`: the time of a [`prune_count_now`] an
 /// operator confirmed, so that no more is deleted than was counted (jobs whose
-/// retention ran out while the operator read the count are left).
+/// retention ran out while the operator read the count are left). The example
+/// at [`prune_count_now`] shows the pair.
 pub async fn prune_as_of(
     pool: &PgPool,
     keep_finished: Duration,

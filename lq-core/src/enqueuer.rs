@@ -81,6 +81,14 @@ impl fmt::Debug for Enqueuer {
 impl Enqueuer {
     /// An enqueuer with [`DEFAULT_ENQUEUER_CONNECTIONS`] connections to `pool`'s
     /// database. Nothing connects until the first enqueue.
+    ///
+    /// ```no_run
+    /// # async fn f(pool: sqlx::PgPool) {
+    /// // One per process; clones share its connections.
+    /// let enqueuer = lq_core::Enqueuer::new(&pool);
+    /// let for_a_handler = enqueuer.clone();
+    /// # }
+    /// ```
     pub fn new(pool: &PgPool) -> Self {
         Self::with_connections(pool, DEFAULT_ENQUEUER_CONNECTIONS)
     }

@@ -307,6 +307,14 @@ impl PendingMigration {
 /// anything (for a dry run, or a review by a DBA). None when the database is at
 /// this build's version, or ahead of it with a schema that still serves this
 /// build; fails with [`Error::SchemaTooNew`] when it is ahead and does not.
+///
+/// ```no_run
+/// # async fn f(pool: sqlx::PgPool) -> Result<(), lq_core::Error> {
+/// for m in lq_core::pending_migrations(&pool).await? {
+///     println!("would apply {} ({})", m.version, m.name);
+/// }
+/// # Ok(()) }
+/// ```
 pub async fn pending_migrations(pool: &PgPool) -> Result<Vec<PendingMigration>, Error> {
     let found = db::timed("pending_migrations", Duration::from_secs(30), async {
         let mut conn = pool

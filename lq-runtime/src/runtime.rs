@@ -134,6 +134,13 @@ impl Runtime {
     }
 
     /// Counters since start.
+    ///
+    /// ```no_run
+    /// # async fn f(runtime: lq_runtime::Runtime) {
+    /// let s = runtime.stats();
+    /// println!("{} succeeded, {} retried, {} dead", s.succeeded, s.retried, s.dead);
+    /// # }
+    /// ```
     pub fn stats(&self) -> StatsSnapshot {
         self.shared.stats.snapshot()
     }

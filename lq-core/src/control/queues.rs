@@ -39,6 +39,14 @@ pub async fn pause_queue(pool: &PgPool, queue: &str, by: &str) -> Result<bool, E
 
 /// Resumes a paused `queue`; its runtimes are woken at once. Returns `false` when
 /// it was not paused.
+///
+/// ```no_run
+/// # async fn f(pool: sqlx::PgPool) -> Result<(), lq_core::Error> {
+/// if !lq_core::control::resume_queue(&pool, "emails").await? {
+///     println!("emails was not paused");
+/// }
+/// # Ok(()) }
+/// ```
 pub async fn resume_queue(pool: &PgPool, queue: &str) -> Result<bool, Error> {
     validate_name("queue", queue)?;
     let queue = queue.to_owned();
