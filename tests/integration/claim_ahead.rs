@@ -99,13 +99,15 @@ async fn start(db: &TestDb, gates: &Arc<Gates>, config: RuntimeConfig) -> Runtim
 /// on the free leases, so a round that shows no waiting job opens its gate and
 /// tries again.
 async fn block_handlers_with_jobs_waiting(db: &TestDb, gates: &Gates) -> (usize, Vec<i64>) {
+    // No wake-up NOTIFY: the runtime polls every 50 ms, and the notifier sends
+    // its NOTIFYs on a connection of its own, paced, so one sent late (under
+    // CI's load) would reach the pause test's listener as a wake-up.
+    let quiet = || EnqueueOptions::new().notify(false);
     for round in 0..ROUNDS {
         let noops = (0..500).map(|n| Noop { n });
-        Noop::enqueue_many(&db.pool, noops, EnqueueOptions::new())
-            .await
-            .unwrap();
+        Noop::enqueue_many(&db.pool, noops, quiet()).await.unwrap();
         let gated = (0..10).map(|_| Gated { round });
-        Gated::enqueue_many(&db.pool, gated, EnqueueOptions::new().priority(10))
+        Gated::enqueue_many(&db.pool, gated, quiet().priority(10))
             .await
             .unwrap();
         let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
