@@ -40,9 +40,10 @@ pub enum JobsCommand {
     Cancel(BulkArgs),
     /// Delete queued or finished jobs for good.
     Delete(BulkArgs),
-    /// Make queued jobs due now: scheduled, snoozed or waiting out a retry's
-    /// backoff, they run as soon as a worker is free, attempts unchanged. A
-    /// filter without --state takes queued jobs only.
+    /// Make queued jobs due now (scheduled, snoozed or backing off).
+    ///
+    /// They run as soon as a worker is free, their attempts and errors
+    /// unchanged. A filter without --state takes queued jobs only.
     RunNow(BulkArgs),
 }
 
