@@ -44,7 +44,9 @@ pub async fn cron_schedule_lock(
 /// whose `unique_key` (the schedule's, in `options.cron`) a live job of its
 /// kind holds is not enqueued (the tick is still recorded, so it is not fired
 /// again); `None` when the tick was already fired (the primary key holds) or
-/// the key was held.
+/// the key was held. The job is dated by this statement's start, not by its
+/// transaction's: the tick was found due by a clock read after the transaction
+/// began, and a job dated before its tick would claim to predate it.
 pub async fn cron_tick_fire(
     conn: &mut PgConnection,
     kind: &str,
@@ -62,9 +64,12 @@ pub async fn cron_tick_fire(
              on conflict do nothing
              returning job_id
          ), job as (
-             insert into lq.jobs (id, kind, queue, priority, payload, max_attempts, meta, unique_key)
+             insert into lq.jobs (id, kind, queue, priority, payload, max_attempts, meta, unique_key,
+                 created_at, run_at)
              overriding system value
-             select tick.job_id, $1, $2, $3, $4::jsonb, $6, $8, $9 from tick
+             select tick.job_id, $1, $2, $3, $4::jsonb, $6, $8, $9,
+                 pg_catalog.statement_timestamp(), pg_catalog.statement_timestamp()
+             from tick
              on conflict (kind, unique_key) where unique_key is not null do nothing
              returning id
          )
