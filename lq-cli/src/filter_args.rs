@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use clap::Args;
-use lq_runtime::{JobFilter, JobState};
+use lq_runtime::{JobFilter, JobState, Readiness};
 
 /// Which jobs: every flag given must match. Durations read like `90s`, `15m`, `2h`, `7d`.
 #[derive(Debug, Clone, Default, Args)]
@@ -35,6 +35,12 @@ pub struct FilterArgs {
     /// Metadata contains this JSON.
     #[arg(long, value_parser = parse_json)]
     pub meta: Option<serde_json::Value>,
+    /// Queued jobs that are due, waiting for a free worker.
+    #[arg(long, conflicts_with = "scheduled")]
+    pub available: bool,
+    /// Queued jobs not yet due: scheduled, snoozed, or backing off after a failure.
+    #[arg(long)]
+    pub scheduled: bool,
 }
 
 impl FilterArgs {
@@ -54,6 +60,11 @@ impl FilterArgs {
         f.newer_than = self.newer_than;
         f.payload_contains = self.payload.clone();
         f.meta_contains = self.meta.clone();
+        f.readiness = match (self.available, self.scheduled) {
+            (true, _) => Some(Readiness::Available),
+            (_, true) => Some(Readiness::Scheduled),
+            _ => None,
+        };
         f
     }
 }
@@ -65,6 +76,17 @@ pub(crate) fn parse_state(s: &str) -> Result<JobState, String> {
         "succeeded" => JobState::Succeeded,
         "dead" => JobState::Dead,
         "cancelled" => JobState::Cancelled,
+        // Oban's and River's names for a queued job before or after its time.
+        "available" | "scheduled" | "retryable" => {
+            let flag = if s == "available" {
+                "available"
+            } else {
+                "scheduled"
+            };
+            return Err(format!(
+                "{s:?} is not a state here: litequeue keeps such jobs queued; use --{flag}"
+            ));
+        }
         other => {
             return Err(format!(
                 "unknown state {other:?}: use queued, running, succeeded, dead or cancelled"
@@ -101,6 +123,12 @@ mod tests {
         );
         assert!(!args.is_empty());
         assert!(FilterArgs::default().is_empty());
+        let waiting = FilterArgs {
+            scheduled: true,
+            ..FilterArgs::default()
+        };
+        assert_eq!(waiting.to_filter(), JobFilter::new().scheduled());
+        assert!(!waiting.is_empty());
     }
 
     #[test]
@@ -109,6 +137,9 @@ mod tests {
             .unwrap_err()
             .contains("queued, running"));
         assert!(parse_duration("soon").unwrap_err().contains("like 90s"));
+        assert!(parse_state("retryable")
+            .unwrap_err()
+            .ends_with("use --scheduled"));
         assert_eq!(parse_duration("2h").unwrap(), Duration::from_secs(7200));
     }
 }

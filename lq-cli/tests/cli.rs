@@ -694,3 +694,47 @@ async fn run_now_makes_scheduled_jobs_due_and_refuses_finished_ones() {
         format!("job {} is dead, so it cannot be run now", later[2])
     );
 }
+
+/// `--available` and `--scheduled` split the queued jobs by their time, for
+/// listing and for bulk actions; `--state scheduled`, an Oban or River habit,
+/// is refused with the flag to use.
+#[tokio::test]
+async fn available_and_scheduled_flags_split_queued_jobs_by_their_time() {
+    let db = TestDb::new().await;
+    let ids = insert(&db, "cli.mixed", "mixed", 4).await;
+    sqlx::query("update lq.jobs set run_at = now() + interval '1 day' where id = any($1)")
+        .bind(&ids[2..])
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let listed = |json: &serde_json::Value| -> Vec<i64> {
+        (json["jobs"].as_array().unwrap().iter())
+            .map(|j| j["id"].as_i64().unwrap())
+            .collect()
+    };
+    let (code, json, err) = lq(&db, &["jobs", "list", "--scheduled"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(listed(&json), [ids[3], ids[2]]);
+    let (_, json, _) = lq(&db, &["jobs", "list", "--available", "--queue", "mixed"]);
+    assert_eq!(listed(&json), [ids[1], ids[0]]);
+
+    let (code, _, err) = lq(&db, &["jobs", "list", "--available", "--scheduled"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("cannot be used with"), "{err}");
+    let (code, _, err) = lq(&db, &["jobs", "list", "--state", "scheduled"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("litequeue keeps such jobs queued; use --scheduled"),
+        "{err}"
+    );
+
+    // Cancel what is scheduled: the due jobs stay.
+    let (code, json, err) = lq(&db, &["jobs", "cancel", "--scheduled", "--yes"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(json["done"], serde_json::json!([ids[2], ids[3]]));
+    assert_eq!(
+        db.number("select count(*) from lq.jobs where state = 'queued'")
+            .await,
+        2
+    );
+}

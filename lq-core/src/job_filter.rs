@@ -4,6 +4,35 @@ use std::time::Duration;
 
 use crate::{Error, JobState};
 
+/// Whether a queued job's time has come. litequeue keeps one state, `queued`,
+/// for what Oban and River split into `available` and `scheduled` (and
+/// `retryable`): the job's `run_at` tells them apart, so a job becomes
+/// available without a write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Readiness {
+    /// Queued and due (`run_at` has come): waiting only for a free worker.
+    Available,
+    /// Queued and not yet due (`run_at` ahead): scheduled, snoozed, or
+    /// waiting out a retry's backoff.
+    Scheduled,
+}
+
+impl Readiness {
+    /// `available` or `scheduled`, as the CLI and the dashboard name it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Readiness::Available => "available",
+            Readiness::Scheduled => "scheduled",
+        }
+    }
+}
+
+impl std::fmt::Display for Readiness {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
 /// The oldest age a filter takes: PostgreSQL's timestamps end about 4,700
 /// years before now, so a longer age would fail in the database instead.
 pub(crate) const MAX_FILTER_AGE: Duration = Duration::from_secs(1_000 * 366 * 86_400);
@@ -57,6 +86,9 @@ pub struct JobFilter {
     pub payload_contains: Option<serde_json::Value>,
     /// Metadata contains this JSON (PostgreSQL's `@>`).
     pub meta_contains: Option<serde_json::Value>,
+    /// Queued jobs whose time has come, or has not (database time); set, it
+    /// matches queued jobs only.
+    pub readiness: Option<Readiness>,
 }
 
 impl JobFilter {
@@ -146,6 +178,41 @@ impl JobFilter {
         self
     }
 
+    /// Only queued jobs that are due, waiting for a free worker (Oban's and
+    /// River's `available`).
+    pub fn available(mut self) -> Self {
+        self.readiness = Some(Readiness::Available);
+        self
+    }
+
+    /// Only queued jobs not yet due: scheduled for later, snoozed, or waiting
+    /// out a retry's backoff (Oban's and River's `scheduled` and `retryable`).
+    ///
+    /// ```no_run
+    /// use lq_core::{control, JobFilter};
+    /// # async fn f(pool: sqlx::PgPool) -> Result<(), lq_core::Error> {
+    /// // After an outage: every job of the kind still backing off, due now.
+    /// let waiting = JobFilter::new().kind("charge_card").scheduled();
+    /// let report = control::run_now_matching(&pool, &waiting, None).await?;
+    /// println!("{} jobs made due", report.done.len());
+    /// # Ok(()) }
+    /// ```
+    pub fn scheduled(mut self) -> Self {
+        self.readiness = Some(Readiness::Scheduled);
+        self
+    }
+
+    /// The states a job must be in to match, as the bulk actions check them
+    /// again under the row lock (empty: any state). A readiness condition
+    /// holds for queued jobs only, so a job claimed after the filter chose it
+    /// is left alone.
+    pub(crate) fn states_required(&self) -> Vec<JobState> {
+        match self.readiness {
+            Some(_) => vec![JobState::Queued],
+            None => self.states.clone(),
+        }
+    }
+
     /// Checks what the database would refuse, so a bad filter from an operator
     /// (a CLI flag, a dashboard query) is a typed [`Error::InvalidFilter`]
     /// naming the field, not a database error. Every control call that takes a
@@ -200,7 +267,7 @@ impl JobFilter {
     /// Which tables can hold a match: a filter on live states only never reads
     /// the history, one on final states only never reads the queue table.
     pub(crate) fn source(&self) -> &'static str {
-        let live = self.states.iter().any(|s| s.is_live());
+        let live = self.states.iter().any(|s| s.is_live()) || self.readiness.is_some();
         let finished = self.states.iter().any(|s| !s.is_live()) || self.finished_within.is_some();
         match (live, finished) {
             (true, false) => "lq.jobs",

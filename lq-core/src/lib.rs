@@ -75,7 +75,7 @@ pub use error::{Error, Result};
 pub use error_text::{storable_error, MAX_ERRORS_KEPT, MAX_ERROR_BYTES};
 pub use job::{CatchUp, CronSpec, Job, JobOptions, DEFAULT_LEASE, MAX_PAYLOAD_BYTES};
 pub use job_error::{chain, BoxError, Failure, JobError};
-pub use job_filter::JobFilter;
+pub use job_filter::{JobFilter, Readiness};
 pub use lq_macros::Job;
 #[doc(hidden)]
 pub use migrate::{declared_serves_from, ensure_newer_schema_serves_this_build};

@@ -166,7 +166,7 @@ async fn handle(ctx: &Ctx, sh: &Arc<Shared>, form: &Pairs) -> Result<Answer, Pag
     // is not acted on.
     let shown = form
         .get("state")
-        .map(params::parse_state)
+        .map(|v| params::parse_tab(v).map(|(state, _)| state))
         .transpose()
         .map_err(bad)?;
     if !ids.is_empty() {

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use lq_core::{JobFilter, JobState};
+use lq_core::{JobFilter, JobState, Readiness};
 
 /// Name/value pairs of a query string or an urlencoded form body.
 #[derive(Debug, Clone, Default)]
@@ -49,7 +49,7 @@ pub(crate) enum ParamError {
     BadDuration { field: &'static str, value: String },
     #[error("{field} must be JSON, such as {{\"user_id\": 42}}: {reason}")]
     BadJson { field: &'static str, reason: String },
-    #[error("unknown state {0:?}: use queued, running, succeeded, dead or cancelled")]
+    #[error("unknown state {0:?}: use queued (or available, scheduled), running, succeeded, dead or cancelled")]
     BadState(String),
     #[error("payload filters are off while payloads are redacted (WebConfig::redact): one would confirm a hidden value a guess at a time")]
     PayloadRedacted,
@@ -85,6 +85,18 @@ pub(crate) fn parse_state(value: &str) -> Result<JobState, ParamError> {
         .ok_or_else(|| ParamError::BadState(value.to_owned()))
 }
 
+/// A state tab as a query names it: a state, or `available` or `scheduled`
+/// (queued jobs due, or not yet due).
+pub(crate) fn parse_tab(value: &str) -> Result<(JobState, Option<Readiness>), ParamError> {
+    match READINESS.into_iter().find(|r| r.as_str() == value) {
+        Some(r) => Ok((JobState::Queued, Some(r))),
+        None => Ok((parse_state(value)?, None)),
+    }
+}
+
+/// The queued tab's parts, in the order of its sub-tabs.
+pub(crate) const READINESS: [Readiness; 2] = [Readiness::Available, Readiness::Scheduled];
+
 /// Every state, in the order of the jobs page's tabs.
 pub(crate) const STATES: [JobState; 5] = JobState::ALL;
 
@@ -93,6 +105,9 @@ pub(crate) const STATES: [JobState; 5] = JobState::ALL;
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct Filter {
     pub state: Option<JobState>,
+    /// Set with `state=available` or `state=scheduled`: queued jobs due, or
+    /// not yet due (`state` is then queued).
+    pub readiness: Option<Readiness>,
     pub queue: Option<String>,
     pub kind: Option<String>,
     pub id: Option<i64>,
@@ -145,8 +160,13 @@ impl Filter {
                 })
                 .transpose()
         };
+        let (state, readiness) = match p.get("state").map(parse_tab).transpose()? {
+            Some((state, readiness)) => (Some(state), readiness),
+            None => (None, None),
+        };
         Ok(Self {
-            state: p.get("state").map(parse_state).transpose()?,
+            state,
+            readiness,
             queue: p.get("queue").map(str::to_owned),
             kind: p.get("kind").map(str::to_owned),
             id: p.get("id").map(|v| parse_id("id", v)).transpose()?,
@@ -163,6 +183,7 @@ impl Filter {
         if let Some(s) = self.state {
             f = f.state(s);
         }
+        f.readiness = self.readiness;
         if let Some(q) = &self.queue {
             f = f.queue(q.clone());
         }
@@ -190,7 +211,9 @@ impl Filter {
     /// The filter's fields as given, in [`FIELDS`] order, set ones only.
     pub fn fields(&self) -> Vec<(&'static str, String)> {
         let values = [
-            self.state.map(|s| s.as_str().to_owned()),
+            (self.readiness.map(Readiness::as_str))
+                .or(self.state.map(JobState::as_str))
+                .map(str::to_owned),
             self.queue.clone(),
             self.kind.clone(),
             self.id.map(|i| i.to_string()),
@@ -222,6 +245,17 @@ impl Filter {
     pub fn with_state(&self, state: Option<JobState>) -> Self {
         Self {
             state,
+            readiness: None,
+            ..self.clone()
+        }
+    }
+
+    /// The same filter on queued jobs due (`Available`), not yet due
+    /// (`Scheduled`), or either (`None`).
+    pub fn with_readiness(&self, readiness: Option<Readiness>) -> Self {
+        Self {
+            state: Some(JobState::Queued),
+            readiness,
             ..self.clone()
         }
     }
@@ -269,6 +303,33 @@ mod tests {
         assert_eq!(
             f.describe(),
             "state dead, kind k, older than 5m, payload {\"a\":1}"
+        );
+    }
+
+    #[test]
+    fn available_and_scheduled_are_queued_jobs_due_or_not_yet_due() {
+        let f = filter("state=scheduled&queue=mail").unwrap();
+        assert_eq!(
+            (f.state, f.readiness),
+            (Some(JobState::Queued), Some(Readiness::Scheduled))
+        );
+        assert_eq!(
+            f.to_job_filter(),
+            JobFilter::new()
+                .state(JobState::Queued)
+                .queue("mail")
+                .scheduled()
+        );
+        assert_eq!(filter(&f.query(&[])).unwrap(), f);
+        assert_eq!(f.describe(), "state scheduled, queue mail");
+        assert_eq!(f.with_state(Some(JobState::Dead)).readiness, None);
+        let due = f.with_readiness(Some(Readiness::Available));
+        assert_eq!(
+            due.to_job_filter(),
+            JobFilter::new()
+                .state(JobState::Queued)
+                .queue("mail")
+                .available()
         );
     }
 

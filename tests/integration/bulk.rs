@@ -228,11 +228,18 @@ async fn a_retry_by_state_leaves_a_job_that_changed_state_after_it_was_chosen() 
 async fn a_cancel_by_state_reports_a_job_claimed_while_it_waited_as_left_by_the_filter() {
     let db = TestDb::new().await;
     let ids = enqueue_noops(&db, 2, "left-q").await;
-    // A worker's claim holds the first job's row lock while the cancel runs.
-    let mut claim = db.lock_row(ids[0]).await;
     let queued = JobFilter::new().queue("left-q").state(JobState::Queued);
+    cancel_while_the_first_is_claimed(&db, &ids, queued).await;
+}
+
+/// Cancels the jobs `filter` matches, `ids` (queued, newest last), while a
+/// worker's claim holds the first one's row lock and then starts it: the
+/// cancel must take the others and report the first as having left the
+/// filter, still running and not asked to stop.
+pub(crate) async fn cancel_while_the_first_is_claimed(db: &TestDb, ids: &[i64], filter: JobFilter) {
+    let mut claim = db.lock_row(ids[0]).await;
     let pool = db.pool.clone();
-    let cancel = tokio::spawn(async move { control::cancel_matching(&pool, &queued, None).await });
+    let cancel = tokio::spawn(async move { control::cancel_matching(&pool, &filter, None).await });
     db.wait_for(
         "the cancel to wait for the row lock",
         "select exists (select from pg_stat_activity
@@ -247,7 +254,10 @@ async fn a_cancel_by_state_reports_a_job_claimed_while_it_waited_as_left_by_the_
         .unwrap();
     claim.commit().await.unwrap();
     let report = cancel.await.unwrap().unwrap();
-    assert_eq!((report.matched, report.done.clone()), (2, vec![ids[1]]));
+    assert_eq!(
+        (report.matched, report.done.clone()),
+        (ids.len() as u64, ids[1..].to_vec())
+    );
     let [(id, err)] = &report.refused[..] else {
         panic!("{:?}", report.refused)
     };
@@ -270,7 +280,12 @@ async fn a_cancel_by_state_reports_a_job_claimed_while_it_waited_as_left_by_the_
             ids[0]
         )
     );
-    assert_eq!(state_of(&db, ids[0]).await, JobState::Running);
+    let row = control::get(&db.pool, ids[0]).await.unwrap();
+    assert_eq!(
+        (row.state, row.cancel_requested_at),
+        (JobState::Running, None),
+        "the running job was not asked to stop"
+    );
 }
 
 #[tokio::test]

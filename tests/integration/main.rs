@@ -23,6 +23,7 @@ mod operator_role;
 mod outcomes;
 mod polling;
 mod queues;
+mod readiness;
 mod reclaim;
 mod refused_outcomes;
 mod revoked_grant;

@@ -9,6 +9,7 @@ use serde::Serialize;
 use serde_json::{json, value::RawValue};
 use sqlx::PgPool;
 
+use super::bulk_verb::Verb;
 use crate::{
     filter_args::FilterArgs,
     output::{cut, printable, to_json, Out},
@@ -172,10 +173,10 @@ pub(crate) async fn run(
             }
             Ok(Outcome::Clean)
         }
-        JobsCommand::Retry(a) => bulk(pool, out, a, "retry").await,
-        JobsCommand::Cancel(a) => bulk(pool, out, a, "cancel").await,
-        JobsCommand::Delete(a) => bulk(pool, out, a, "delete").await,
-        JobsCommand::RunNow(a) => bulk(pool, out, a, "run-now").await,
+        JobsCommand::Retry(a) => bulk(pool, out, a, Verb::Retry).await,
+        JobsCommand::Cancel(a) => bulk(pool, out, a, Verb::Cancel).await,
+        JobsCommand::Delete(a) => bulk(pool, out, a, Verb::Delete).await,
+        JobsCommand::RunNow(a) => bulk(pool, out, a, Verb::RunNow).await,
     }
 }
 
@@ -253,10 +254,10 @@ impl JobsCommand {
                 return filter.to_filter().validate().map_err(|e| e.to_string());
             }
             JobsCommand::Show { .. } => return Ok(()),
-            JobsCommand::Retry(a) => (a, "retry"),
-            JobsCommand::Cancel(a) => (a, "cancel"),
-            JobsCommand::Delete(a) => (a, "delete"),
-            JobsCommand::RunNow(a) => (a, "run-now"),
+            JobsCommand::Retry(a) => (a, Verb::Retry),
+            JobsCommand::Cancel(a) => (a, Verb::Cancel),
+            JobsCommand::Delete(a) => (a, Verb::Delete),
+            JobsCommand::RunNow(a) => (a, Verb::RunNow),
         };
         a.check(verb)
     }
@@ -264,13 +265,14 @@ impl JobsCommand {
 
 impl BulkArgs {
     /// Ids or a filter (or `--all`), and a filter the database would take.
-    fn check(&self, verb: &str) -> Result<(), String> {
+    fn check(&self, verb: Verb) -> Result<(), String> {
         if !self.ids.is_empty() && !self.filter.is_empty() {
             return Err("give job ids or filter flags, not both".into());
         }
         if self.ids.is_empty() && self.filter.is_empty() && !self.all {
             return Err(format!(
-                "{verb} which jobs? give ids, filter flags (see --help), or --all"
+                "{} which jobs? give ids, filter flags (see --help), or --all",
+                verb.name()
             ));
         }
         self.filter
@@ -280,11 +282,12 @@ impl BulkArgs {
     }
 }
 
-async fn bulk(pool: &PgPool, out: &Out, a: BulkArgs, verb: &str) -> Result<Outcome, Failure> {
+async fn bulk(pool: &PgPool, out: &Out, a: BulkArgs, verb: Verb) -> Result<Outcome, Failure> {
     a.check(verb)?;
+    let name = verb.name();
     // Each filter with the id it was made from, if the user named ids.
     let mut filter = a.filter.to_filter();
-    if verb == "run-now" && filter.states.is_empty() {
+    if verb == Verb::RunNow && filter.states.is_empty() {
         // Only queued jobs can be made due: `--kind K` means K's queued jobs,
         // not its whole history refused one by one. Named ids are each
         // looked at, and refused with their state.
@@ -329,10 +332,10 @@ async fn bulk(pool: &PgPool, out: &Out, a: BulkArgs, verb: &str) -> Result<Outco
     let matched = a.limit.map_or(matched, |l| matched.min(l));
     if a.dry_run {
         out.emit(
-            &json!({"action": verb, "matched": matched, "dry_run": true, "missing": missing}),
+            &json!({"action": name, "matched": matched, "dry_run": true, "missing": missing}),
             || {
                 let mut t = crate::output::table(&["action", "jobs matching"]);
-                t.add_row(vec![verb.to_owned(), matched.to_string()]);
+                t.add_row(vec![name.to_owned(), matched.to_string()]);
                 t
             },
         );
@@ -340,16 +343,16 @@ async fn bulk(pool: &PgPool, out: &Out, a: BulkArgs, verb: &str) -> Result<Outco
     }
     if matched == 0 {
         out.emit(
-            &json!({"action": verb, "matched": 0, "done": [], "refused": [], "missing": missing}),
+            &json!({"action": name, "matched": 0, "done": [], "refused": [], "missing": missing}),
             || {
                 let mut t = crate::output::table(&["action", "jobs matching"]);
-                t.add_row(vec![verb.to_owned(), "0".to_owned()]);
+                t.add_row(vec![name.to_owned(), "0".to_owned()]);
                 t
             },
         );
         return Ok(clean);
     }
-    if !a.yes && !confirm(&format!("{verb} {matched} jobs?"))? {
+    if !a.yes && !confirm(&format!("{name} {matched} jobs?"))? {
         return Err("not confirmed; nothing changed".into());
     }
     // At most the number counted (and confirmed): jobs that came to match since
@@ -362,13 +365,7 @@ async fn bulk(pool: &PgPool, out: &Out, a: BulkArgs, verb: &str) -> Result<Outco
             break;
         }
         let left = Some(left);
-        let result = match verb {
-            "retry" => control::retry_matching(pool, f, left).await,
-            "cancel" => control::cancel_matching(pool, f, left).await,
-            "run-now" => control::run_now_matching(pool, f, left).await,
-            _ => control::delete_matching(pool, f, left).await,
-        };
-        let r = match result {
+        let r = match verb.apply(pool, f, left).await {
             Ok(r) => r,
             // What the committed batches did is printed before the error, so a
             // failure partway never hides jobs that were changed.
@@ -391,7 +388,7 @@ async fn bulk(pool: &PgPool, out: &Out, a: BulkArgs, verb: &str) -> Result<Outco
     }
     out.emit(
         &json!({
-            "action": verb,
+            "action": name,
             "matched": total.matched,
             "done": total.done,
             "refused": total.refused.iter().map(|(id, e)| json!({"id": id, "reason": e.to_string()})).collect::<Vec<_>>(),
@@ -400,7 +397,7 @@ async fn bulk(pool: &PgPool, out: &Out, a: BulkArgs, verb: &str) -> Result<Outco
         }),
         || {
             let mut t = crate::output::table(&["action", "matched", "done", "refused"]);
-            t.add_row(vec![verb.to_owned(), total.matched.to_string(), total.done.len().to_string(), total.refused.len().to_string()]);
+            t.add_row(vec![name.to_owned(), total.matched.to_string(), total.done.len().to_string(), total.refused.len().to_string()]);
             for (id, e) in &total.refused {
                 t.add_row(vec![String::new(), id.to_string(), String::new(), e.to_string()]);
             }
@@ -409,12 +406,7 @@ async fn bulk(pool: &PgPool, out: &Out, a: BulkArgs, verb: &str) -> Result<Outco
     );
     if let Some(source) = stopped {
         // The same typed error the library gives, counting every filter's jobs.
-        let action = match verb {
-            "retry" => "retried",
-            "cancel" => "cancelled",
-            "run-now" => "run now",
-            _ => "deleted",
-        };
+        let action = verb.done();
         let report = Box::new(total);
         return Err(Box::new(lq_runtime::CoreError::BulkStopped {
             action,

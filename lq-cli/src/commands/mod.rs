@@ -1,5 +1,6 @@
 //! One module per `lq` command.
 
+pub(crate) mod bulk_verb;
 pub(crate) mod cron;
 pub(crate) mod doctor;
 pub(crate) mod jobs;

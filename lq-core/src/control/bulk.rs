@@ -196,7 +196,7 @@ async fn batches(
         // An id a live job and a finished one share is one id to act on.
         ids.dedup();
         let mut batch = BulkReport::default();
-        let acted = act(pool, &ids, &filter.states, action, &mut batch).await;
+        let acted = act(pool, &ids, &filter.states_required(), action, &mut batch).await;
         // A batch that committed and then failed to explain a refusal still
         // counts what it did.
         report.matched += match acted {

@@ -4,7 +4,7 @@ use chrono::{DateTime, Utc};
 use sqlx::{PgConnection, Postgres, QueryBuilder};
 
 use super::err;
-use crate::{AttemptError, Error, JobFilter, JobState};
+use crate::{job_filter::Readiness, AttemptError, Error, JobFilter, JobState};
 
 /// A job row as control calls show it.
 #[derive(Debug, Clone)]
@@ -210,6 +210,20 @@ fn push_where(q: &mut QueryBuilder<'_, Postgres>, filter: &JobFilter, source: &s
     if let Some(json) = &filter.meta_contains {
         q.push(" and meta @> ").push_bind(json.clone());
     }
+    if let Some(readiness) = filter.readiness {
+        // Queued rows only, the state written as the states above are, so the
+        // pickup index (over queued rows, by run_at within each queue and
+        // priority) can serve it; the history holds none.
+        q.push(match source {
+            "lq.jobs" => " and state = 'queued'",
+            "lq.finished_jobs" => " and false",
+            _ => " and state::lq.job_state = 'queued'",
+        });
+        q.push(match readiness {
+            Readiness::Available => " and run_at <= now()",
+            Readiness::Scheduled => " and run_at > now()",
+        });
+    }
 }
 
 /// Up to `limit` jobs matching `filter`, newest (highest id) first.
@@ -267,8 +281,8 @@ pub async fn job_count(
 /// states are replaced by each of `states`. Each subquery reads the one table
 /// that holds its state, with the state written as a plain literal of that
 /// table's column type, so the partial index over it serves the count (queued,
-/// running, dead, cancelled); a live state under `finished_within` matches
-/// nothing and reads nothing.
+/// running, dead, cancelled); a live state under `finished_within`, or a state
+/// other than queued under a readiness, matches nothing and reads nothing.
 pub async fn job_count_by_state_capped(
     conn: &mut PgConnection,
     filter: &JobFilter,
@@ -286,7 +300,9 @@ pub async fn job_count_by_state_capped(
             q.push(" union all ");
         }
         let name = state.as_str();
-        if state.is_live() && filter.finished_within.is_some() {
+        let never = (state.is_live() && filter.finished_within.is_some())
+            || (*state != JobState::Queued && filter.readiness.is_some());
+        if never {
             q.push(format!("select '{name}'::lq.job_state, 0::int8"));
             continue;
         }

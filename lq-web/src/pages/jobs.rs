@@ -4,14 +4,14 @@
 use std::{collections::BTreeMap, sync::Arc};
 
 use axum::{extract::State, http::Uri, response::Response};
-use lq_core::{control, control::JobRow, JobState};
+use lq_core::{control, control::JobRow, JobState, Readiness};
 use maud::{html, Markup};
 
 use crate::{
     context::Ctx,
     error::PageError,
     layout,
-    params::{self, Filter, Pairs, STATES},
+    params::{self, Filter, Pairs, READINESS, STATES},
     Shared,
 };
 
@@ -58,7 +58,26 @@ async fn body(ctx: &Ctx, sh: &Shared, q: &Pairs) -> Result<Markup, PageError> {
         more: per_state.values().any(|t| t.more),
     };
     let of = |s: JobState| per_state.get(s.as_str()).copied().unwrap_or_default();
-    let matching = filter.state.map_or(all, of);
+    // On the queued tab, the queued jobs due and not yet due, each a sub-tab.
+    let mut parts = Vec::new();
+    if filter.state == Some(JobState::Queued) {
+        for r in READINESS {
+            let only = filter.with_readiness(Some(r)).to_job_filter();
+            let queued = sh.counts.count_by_state(&sh.pool, &only).await?;
+            let n = (queued.iter().find(|c| c.state == JobState::Queued)).map_or(
+                Tally::default(),
+                |c| Tally {
+                    n: c.count,
+                    more: c.more,
+                },
+            );
+            parts.push((r, n));
+        }
+    }
+    let matching = match filter.readiness {
+        Some(r) => (parts.iter().find(|(p, _)| *p == r)).map_or(Tally::default(), |p| p.1),
+        None => filter.state.map_or(all, of),
+    };
     let done = q.get("done").and_then(|d| flash(d, q.get("job")));
     Ok(html! {
         (layout::flash(done))
@@ -68,6 +87,14 @@ async fn body(ctx: &Ctx, sh: &Shared, q: &Pairs) -> Result<Markup, PageError> {
             (tab(ctx, &filter, None, all))
             @for s in STATES {
                 (tab(ctx, &filter, Some(s), of(s)))
+            }
+        }
+        @if !parts.is_empty() {
+            nav.tabs.parts aria-label="queued jobs, due or not yet due" {
+                (part(ctx, &filter, None, of(JobState::Queued)))
+                @for (r, n) in &parts {
+                    (part(ctx, &filter, Some(*r), *n))
+                }
             }
         }
         // Above the table: acting on everything the filter matches is what an
@@ -98,7 +125,7 @@ fn filter_form(ctx: &Ctx, f: &Filter, redacted: bool) -> Markup {
     html! {
         form.filters method="get" action=(ctx.url("/jobs")) {
             @if let Some(s) = f.state {
-                input type="hidden" name="state" value=(s.as_str());
+                input type="hidden" name="state" value=(f.readiness.map_or(s.as_str(), Readiness::as_str));
             }
             label { "Queue " input name="queue" value=(value(f.queue.clone())) size="12"; }
             label { "Kind " input name="kind" value=(value(f.kind.clone())) size="16"; }
@@ -148,6 +175,19 @@ fn tab(ctx: &Ctx, f: &Filter, state: Option<JobState>, n: Tally) -> Markup {
     let href = format!("{}?{}", ctx.url("/jobs"), target.query(&[]));
     html! {
         a.tab.current[f.state == state] href=(href) data-state=(label) {
+            (label) " " span.n { (n.shown()) }
+        }
+    }
+}
+
+/// A sub-tab of the queued tab: every queued job, or those due
+/// (`available`), or those not yet due (`scheduled`).
+fn part(ctx: &Ctx, f: &Filter, readiness: Option<Readiness>, n: Tally) -> Markup {
+    let target = f.with_readiness(readiness);
+    let label = readiness.map_or("all queued", Readiness::as_str);
+    let href = format!("{}?{}", ctx.url("/jobs"), target.query(&[]));
+    html! {
+        a.tab.current[f.readiness == readiness] href=(href) data-readiness=(label) {
             (label) " " span.n { (n.shown()) }
         }
     }

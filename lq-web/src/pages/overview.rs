@@ -5,7 +5,7 @@
 use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
 use axum::{extract::State, http::Uri, response::Response};
-use lq_core::{control, JobFilter, JobState};
+use lq_core::{control, JobFilter, JobState, Readiness};
 use maud::{html, Markup};
 
 use crate::{
@@ -45,12 +45,13 @@ async fn body(ctx: &Ctx, sh: &Shared, q: &Pairs) -> Result<Markup, PageError> {
     names.extend(hour.keys().cloned());
     names.sort();
     names.dedup();
-    let jobs = |queue: &str, state: JobState| {
+    // `state` is a job state, or `available` or `scheduled` (queued jobs due
+    // or not yet due).
+    let jobs = |queue: &str, state: &str| {
         format!(
-            "{}?queue={}&state={}",
+            "{}?queue={}&state={state}",
             ctx.url("/jobs"),
             form_urlencoded::byte_serialize(queue.as_bytes()).collect::<String>(),
-            state.as_str()
         )
     };
     Ok(html! {
@@ -73,10 +74,10 @@ async fn body(ctx: &Ctx, sh: &Shared, q: &Pairs) -> Result<Markup, PageError> {
                         tr data-queue=(name) {
                             td { a href={ (ctx.url("/jobs")) "?queue=" (form_urlencoded::byte_serialize(name.as_bytes()).collect::<String>()) } { (name) } }
                             td { @if let Some(i) = info { (queues::status(i)) } @else { span.badge.active { "active" } } }
-                            td.num { a href=(jobs(name, JobState::Queued)) { (layout::count(info.map_or(0, |i| i.available))) } }
-                            td.num { (layout::count(info.map_or(0, |i| i.scheduled))) }
-                            td.num { a href=(jobs(name, JobState::Running)) { (layout::count(info.map_or(0, |i| i.running))) } }
-                            td.num { a href=(jobs(name, JobState::Dead)) { (layout::count(dead.get(name).copied().unwrap_or(0))) } }
+                            td.num { a href=(jobs(name, Readiness::Available.as_str())) { (layout::count(info.map_or(0, |i| i.available))) } }
+                            td.num { a href=(jobs(name, Readiness::Scheduled.as_str())) { (layout::count(info.map_or(0, |i| i.scheduled))) } }
+                            td.num { a href=(jobs(name, JobState::Running.as_str())) { (layout::count(info.map_or(0, |i| i.running))) } }
+                            td.num { a href=(jobs(name, JobState::Dead.as_str())) { (layout::count(dead.get(name).copied().unwrap_or(0))) } }
                             td { (info.and_then(|i| i.oldest_available_wait).map(layout::duration).unwrap_or_default()) }
                             td.chart { @if let Some(h) = h { (throughput(name, h)) } }
                             td.chart { @if let Some(h) = h { (wait(name, h)) } }

@@ -6,7 +6,7 @@ use lq_runtime::Job;
 
 use crate::{
     jobs::{Mail, Report},
-    support::{self, get, mails, report, Resp},
+    support::{self, get, mails, post, report, Resp},
 };
 
 /// The ids the page lists, in order (read from the rows' checkboxes).
@@ -175,4 +175,75 @@ async fn a_nul_in_a_queue_or_kind_filter_is_a_400_not_a_database_error() {
             .has(message)
             .has(r#"role="alert""#);
     }
+}
+
+/// The queued tab splits into the jobs due (`available`) and those not yet
+/// due (`scheduled`: later, snoozed or backing off), each a sub-tab with its
+/// count and its own list; an action on all matching jobs of the scheduled
+/// sub-tab leaves the due ones alone.
+#[tokio::test]
+async fn the_queued_tab_splits_into_available_and_scheduled_jobs() {
+    let (db, app) = support::full().await;
+    let m = mails(&db, 5).await;
+    let later = [m[1], m[3]];
+    sqlx::query("update lq.jobs set run_at = now() + interval '1 hour' where id = any($1)")
+        .bind(later)
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    db.finish(m[4], "dead", 1.0).await;
+
+    let page = get(&app, "/jobs?queue=mail&state=queued").await;
+    page.expect(StatusCode::OK)
+        .has(r#"data-readiness="all queued">all queued <span class="n">4</span>"#)
+        .has(r#"data-readiness="available">available <span class="n">2</span>"#)
+        .has(r#"data-readiness="scheduled">scheduled <span class="n">2</span>"#);
+    assert_eq!(listed(&page), [m[3], m[2], m[1], m[0]]);
+    let scheduled = get(&app, "/jobs?queue=mail&state=scheduled").await;
+    scheduled
+        .has(r#"class="tab current" href="/jobs?state=scheduled&amp;queue=mail" data-readiness="scheduled""#)
+        // the queued tab stays current, and the filter form keeps the part
+        .has(r#"class="tab current" href="/jobs?state=queued&amp;queue=mail" data-state="queued""#)
+        .has(r#"<input type="hidden" name="state" value="scheduled">"#)
+        .has("All 2 matching jobs");
+    assert_eq!(listed(&scheduled), [m[3], m[1]]);
+    assert_eq!(
+        listed(&get(&app, "/jobs?queue=mail&state=available").await),
+        [m[2], m[0]]
+    );
+    // Other tabs have no parts.
+    get(&app, "/jobs?state=dead").await.lacks("data-readiness");
+
+    let ask = [
+        ("action", "cancel"),
+        ("all_matching", "1"),
+        ("state", "scheduled"),
+        ("queue", "mail"),
+    ];
+    post(&app, "/jobs/bulk", &ask)
+        .await
+        .expect(StatusCode::OK)
+        .has("Cancel 2 jobs matching state scheduled, queue mail?");
+    let upto = m[3].to_string();
+    let mut confirmed = ask.to_vec();
+    confirmed.extend([("confirm", "2"), ("upto", upto.as_str())]);
+    support::acted(&app, "/jobs/bulk", &confirmed)
+        .await
+        .expect(StatusCode::OK)
+        .has("Cancelled 2 of 2 jobs matching state scheduled, queue mail");
+    for id in later {
+        assert_eq!(support::state(&db, id).await.as_deref(), Some("cancelled"));
+    }
+    for id in [m[0], m[2]] {
+        assert_eq!(support::state(&db, id).await.as_deref(), Some("queued"));
+    }
+}
+
+#[tokio::test]
+async fn an_unknown_state_names_the_parts_of_queued_too() {
+    let (_db, app) = support::full().await;
+    get(&app, "/jobs?state=retryable")
+        .await
+        .expect(StatusCode::BAD_REQUEST)
+        .has("use queued (or available, scheduled), running");
 }

@@ -65,8 +65,10 @@ async fn the_overview_shows_each_queue_its_charts_and_the_runtimes() {
         .has("<title>Overview · lq</title>")
         .has(r#"<tr data-queue="mail">"#)
         .has(r#"<span class="badge paused">paused</span>"#)
-        // 2 queued, 1 dead, linked to the jobs they count
-        .has(r#"<a href="/jobs?queue=mail&amp;state=queued">2</a>"#)
+        // 2 available (queued and due), none scheduled, 1 dead, linked to
+        // the jobs they count
+        .has(r#"<a href="/jobs?queue=mail&amp;state=available">2</a>"#)
+        .has(r#"<a href="/jobs?queue=mail&amp;state=scheduled">0</a>"#)
         .has(r#"<a href="/jobs?queue=mail&amp;state=dead">1</a>"#)
         // the sparklines, from the rollup
         .has(r#"aria-label="mail: 40 succeeded, 2 failed in the last hour""#)
