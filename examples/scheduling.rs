@@ -61,5 +61,9 @@ async fn main() -> anyhow::Result<()> {
             job.id, job.state, job.run_at, job.attempts
         );
     }
+    // Queued but not yet due (what Oban and River call scheduled): the two
+    // jobs put off; `lq jobs list --scheduled` shows the same.
+    let waiting = control::list(&pool, &lq_runtime::JobFilter::new().scheduled(), 10).await?;
+    println!("{} jobs scheduled for later", waiting.len());
     Ok(())
 }

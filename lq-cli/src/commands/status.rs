@@ -95,7 +95,7 @@ fn print(out: &Out, lines: &BTreeMap<String, Line>) {
     out.emit(&to_json(lines), || {
         let mut t = crate::output::table(&[
             "queue",
-            "ready",
+            "available",
             "scheduled",
             "running",
             "oldest wait",
