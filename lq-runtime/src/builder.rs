@@ -35,6 +35,8 @@ use crate::{
 pub struct RuntimeBuilder {
     pool: PgPool,
     queues: Vec<(String, usize)>,
+    /// Queues whose jobs may run at most this many at once across every runtime.
+    global_limits: HashMap<String, u32>,
     state: AppState,
     config: RuntimeConfig,
     /// Settings made one at a time; they win over `.config(..)` in either order.
@@ -69,6 +71,7 @@ impl RuntimeBuilder {
         Self {
             pool,
             queues: Vec::new(),
+            global_limits: HashMap::new(),
             state: AppState::default(),
             config: RuntimeConfig::default(),
             set: NamedSettings::default(),
@@ -81,6 +84,37 @@ impl RuntimeBuilder {
         let queue = queue.into();
         self.queues.retain(|(q, _)| *q != queue);
         self.queues.push((queue, concurrency));
+        self
+    }
+
+    /// Runs at most `limit` of `queue`'s jobs at once across every runtime that
+    /// shares the database (Oban's and River's global limit): for a partner's
+    /// API that takes so many calls at once, or a report that must never run
+    /// twice at the same time (`1`). Each runtime still runs at most the
+    /// queue's own concurrency. Set the same limit on every runtime serving the
+    /// queue: a runtime without it claims as if there were none.
+    ///
+    /// The queue's claims take turns on one advisory lock, and each claims at
+    /// most the room its count of the running jobs leaves; jobs are not
+    /// claimed ahead of idle handlers, so a runtime holds no capacity it does
+    /// not use. A runtime that found the queue at its limit claims again when
+    /// one of its own jobs of the queue finishes, and otherwise at its next
+    /// poll (`poll_interval`) or enqueue wake-up, so capacity another runtime
+    /// frees is taken within a poll interval. Fails `start()` with
+    /// [`Error::GlobalLimit`] for a queue the runtime does not serve, or a
+    /// limit of 0.
+    ///
+    /// ```no_run
+    /// # async fn f(pool: sqlx::PgPool) -> lq_runtime::Result<()> {
+    /// let runtime = lq_runtime::Runtime::builder(pool)
+    ///     .queue("partner_api", 10)
+    ///     .global_limit("partner_api", 4) // 4 at once across the fleet
+    ///     .start()
+    ///     .await?;
+    /// # runtime.shutdown().await?; Ok(()) }
+    /// ```
+    pub fn global_limit(mut self, queue: impl Into<String>, limit: u32) -> Self {
+        self.global_limits.insert(queue.into(), limit);
         self
     }
 
@@ -218,6 +252,19 @@ impl RuntimeBuilder {
             return Err(Error::NoHandlers);
         }
         preflight::validate(&self.config, &self.queues)?;
+        for (queue, limit) in &self.global_limits {
+            let reason = if !self.queues.iter().any(|(q, _)| q == queue) {
+                "this runtime does not serve the queue: add it with .queue()"
+            } else if *limit == 0 {
+                "a limit of 0 would run none of its jobs: give at least 1, or pause the queue"
+            } else {
+                continue;
+            };
+            return Err(Error::GlobalLimit {
+                queue: queue.clone(),
+                reason,
+            });
+        }
         let served: Vec<String> = self.queues.iter().map(|(q, _)| q.clone()).collect();
         let cron_jobs = scheduler::cron_jobs(&served, &runnable)?;
         // The checks share one of the application's connections: sqlx pings each
@@ -297,6 +344,7 @@ impl RuntimeBuilder {
             metrics_published: Default::default(),
             registry,
             state: self.state,
+            global_limits: self.global_limits,
             stats: Arc::new(Stats::default()),
             inflight: Default::default(),
             wakers,

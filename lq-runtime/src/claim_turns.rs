@@ -4,7 +4,7 @@
 
 use lq_core::{
     db,
-    db::claim::{ClaimSpec, ClaimedJob, GatedClaim, Turn},
+    db::claim::{ClaimSpec, ClaimedJob, GatedClaim, Limited, Turn},
     Error,
 };
 
@@ -18,6 +18,9 @@ pub(crate) enum Claim {
     /// A second claim on a borrowed connection found every slot taken and
     /// claimed nothing; the queue is not known to be dry.
     Throttled,
+    /// These jobs, and the queue's global limit is reached: ready jobs may be
+    /// left, to claim once a running job of the queue finishes.
+    AtLimit(Vec<ClaimedJob>),
 }
 
 /// Claims up to `limit` jobs of `queue` on `hot`. With `claim_slots` set, the
@@ -70,6 +73,9 @@ async fn claim_with(
     let t = shared.config.db_timeout;
     let queue = spec.queue;
     let borrowed = !hot.keeps();
+    if let Some(&limit) = shared.global_limits.get(queue) {
+        return claim_limited(shared, hot, spec, limit, sent).await;
+    }
     let c = hot.get("job_claim").await?;
     *sent = true;
     let Some(slots) = shared.config.claim_slots else {
@@ -106,6 +112,44 @@ async fn claim_with(
             // Stopping while it waited: nothing claimed; the wait was cut off
             // mid-statement, so its connection goes.
             Turn::GaveUp => {
+                hot.discard();
+                return Ok(Claim::Jobs(Vec::new()));
+            }
+        }
+    }
+}
+
+/// A claim on a queue with a global limit (sets `sent` as [`claim_with`]
+/// does): waits its turn on the queue's limit
+/// lock (whatever the claim slots), then claims at most the room the limit
+/// leaves ([`db::claim::job_claim_limited`]), trying again when the wait
+/// outlasts its bound. At shutdown a claim that would wait claims nothing.
+async fn claim_limited(
+    shared: &Shared,
+    hot: &mut HotConn,
+    spec: ClaimSpec<'_>,
+    limit: u32,
+    sent: &mut bool,
+) -> Result<Claim, Error> {
+    let t = shared.config.db_timeout;
+    loop {
+        if shared.stopping.is_cancelled() {
+            return Ok(Claim::Jobs(Vec::new())); // an empty claim reads as a dry queue
+        }
+        let c = hot.get("job_claim").await?;
+        *sent = true;
+        let limited = db::claim::job_claim_limited(c, spec, limit, t, shared.stopping.cancelled());
+        match db::timed("job_claim", t, limited).await? {
+            Limited::Claimed {
+                jobs,
+                at_limit: true,
+            } => return Ok(Claim::AtLimit(jobs)),
+            Limited::Claimed { jobs, .. } => return Ok(Claim::Jobs(jobs)),
+            // The lock stayed taken past the wait's bound: try again.
+            Limited::TimedOut => {}
+            // Stopping while it waited: nothing claimed; the wait was cut off
+            // mid-statement, so its connection goes.
+            Limited::GaveUp => {
                 hot.discard();
                 return Ok(Claim::Jobs(Vec::new()));
             }

@@ -23,6 +23,15 @@ pub enum Error {
     /// No linked job type implements `Perform`, so there is nothing to run.
     #[error("no job type implements Perform in this binary; if your jobs live in another crate, add `use that_crate as _;`")]
     NoHandlers,
+    /// A global limit the runtime cannot apply: on a queue it does not serve,
+    /// or of zero.
+    #[error("global limit on queue {queue:?}: {reason}")]
+    GlobalLimit {
+        /// The queue named.
+        queue: String,
+        /// What is wrong.
+        reason: &'static str,
+    },
     /// A setting that cannot work (the limits are listed on [`crate::RuntimeConfig`]).
     #[error("runtime setting {setting}: {reason}")]
     InvalidSetting {

@@ -72,6 +72,11 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: String, slots: Slots, wake: 
     let mut ahead = ClaimAhead::new(slots.concurrency(), slots.most_ahead());
     let mut failures = 0u32;
     let mut dry = false;
+    // The queue's global limit stopped the last claim (and `dry` is set): a
+    // job of the queue finishing here makes room as well as a wake-up, seen
+    // as more free leases than this.
+    let mut at_limit = false;
+    let mut lease_floor = 0;
     // A second claim found every claim slot taken (see `claim_turns`).
     let mut second_throttled = false;
     let queue_name: Arc<str> = Arc::from(queue.as_str());
@@ -132,7 +137,9 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: String, slots: Slots, wake: 
             tokio::select! {
                 // The queue has no more work now: wait for a NOTIFY, the idle poller
                 // (`poller`) or a retry coming due to say it has.
-                _ = wake.wait(), if dry => dry = false,
+                _ = wake.wait(), if dry => (dry, at_limit) = (false, false),
+                // At the global limit: a job of the queue finished here.
+                _ = slots.lease_freed(lease_floor), if at_limit => (dry, at_limit) = (false, false),
                 // No room: wait for a handler or a lease, then look again.
                 _ = slots.wait_free(), if !dry => {}
                 _ = shared.stopping.cancelled() => return,
@@ -158,10 +165,20 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: String, slots: Slots, wake: 
             result,
         } = returned;
         let finished_meanwhile = slots.finished().wrapping_sub(finished_at_send);
+        let mut limited = false;
         let jobs = match result {
             Ok(Claim::Jobs(jobs)) => {
                 conn.hot.done();
                 failures = 0;
+                jobs
+            }
+            Ok(Claim::AtLimit(jobs)) => {
+                conn.hot.done();
+                failures = 0;
+                limited = true;
+                // The leases free once the claim's unused ones are back, read
+                // before any of its jobs can finish.
+                lease_floor = slots.free_leases() + limit.saturating_sub(jobs.len());
                 jobs
             }
             Ok(Claim::Throttled) => {
@@ -214,7 +231,10 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: String, slots: Slots, wake: 
             executor::spawn(shared.clone(), queue_name.clone(), job, slot);
         }
         drop(reserved); // the leases of rows the claim did not find
-        if got == limit {
+        if limited {
+            // Ready jobs may be left, beyond the limit: wait for room.
+            (dry, at_limit) = (true, true);
+        } else if got == limit {
             // A full batch: there may be more ready right now. Let the jobs just
             // spawned begin first, so short ones hand their handlers back.
             ahead.after_full_claim(idle_at_return, finished_meanwhile);

@@ -86,10 +86,16 @@ impl Runtime {
         }
         for (queue, slots) in queues {
             let wake = shared.wakers[&queue].clone();
+            // Under a global limit a job claimed ahead would hold a share of
+            // the limit while it waits for a handler here.
+            let ahead = match shared.global_limits.contains_key(&queue) {
+                true => 0,
+                false => claim_ahead::most(&shared.config, slots),
+            };
             producers.spawn(producer::run(
                 shared.clone(),
                 queue,
-                Slots::new(slots, claim_ahead::most(&shared.config, slots)),
+                Slots::new(slots, ahead),
                 wake,
             ));
         }

@@ -32,6 +32,9 @@ pub(crate) struct Shared {
     /// Kinds with a handler, and the lease of each (same order).
     pub kinds: Vec<String>,
     pub lease_secs: Vec<f64>,
+    /// The served queues with a global limit: at most this many of the queue's
+    /// jobs run at once across every runtime (`RuntimeBuilder::global_limit`).
+    pub global_limits: HashMap<String, u32>,
     /// One wake-up per served queue, poked by NOTIFY, the idle poller and retry timers.
     pub wakers: HashMap<String, Arc<QueueWake>>,
     /// Fired by `shutdown()`: stop claiming, stop background duties.

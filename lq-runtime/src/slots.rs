@@ -210,6 +210,28 @@ impl Slots {
         }
     }
 
+    /// Leases free now.
+    pub fn free_leases(&self) -> usize {
+        self.leases.available_permits()
+    }
+
+    /// Waits until more than `floor` leases are free ([`Slots::free_leases`]
+    /// read before the queue's jobs last changed hands): one of the queue's
+    /// jobs here has finished and its outcome is written, so the queue runs
+    /// one job fewer. Returns at once if that happened already; never while
+    /// none is leased here. Only the claimer takes leases, and it waits here
+    /// instead of claiming.
+    pub async fn lease_freed(&self, floor: usize) {
+        let more = floor.saturating_add(1);
+        if let Ok(p) = self
+            .leases
+            .acquire_many(u32::try_from(more).unwrap_or(u32::MAX))
+            .await
+        {
+            drop(p);
+        }
+    }
+
     /// Takes a slot for one job outside any reservation (tests only), with a
     /// handler if one is idle (else the job waits for one:
     /// [`Slot::wait_for_handler`]); `None` if no lease is free.
@@ -386,6 +408,23 @@ mod tests {
         assert!(!first.waits_for_handler());
         assert!(second.waits_for_handler());
         assert_eq!(slots.idle_handlers(), 0);
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_claimer_at_a_global_limit_wakes_when_a_lease_comes_free() {
+        let slots = Slots::new(2, 0);
+        let mut reserved = slots.reserve(2).unwrap();
+        let floor = slots.free_leases();
+        let first = slots.take_reserved(&mut reserved).unwrap();
+        let second = slots.take_reserved(&mut reserved).unwrap();
+        let freed = slots.lease_freed(floor);
+        tokio::pin!(freed);
+        assert!(futures_util::poll!(freed.as_mut()).is_pending());
+        drop(first); // its outcome written: the lease is back
+        freed.await;
+        // A lease that came free before the wait began is seen at once.
+        drop(second);
+        slots.lease_freed(floor + 1).await;
     }
 
     #[tokio::test(flavor = "current_thread")]

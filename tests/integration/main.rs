@@ -13,6 +13,7 @@ mod doctor_checks;
 mod enqueue;
 mod enqueuer;
 mod failover;
+mod global_limit;
 mod hostile;
 mod jobs;
 mod locked_row;

@@ -102,6 +102,14 @@ pub async fn start_runtime(
     let mut b = Runtime::builder(pool)
         .queue(QUEUE, concurrency)
         .config(config);
+    // For pricing a global limit only: `LQ_BENCH_GLOBAL_LIMIT=N` puts one on
+    // the queue (`N` at least the concurrency runs as many jobs at once as none).
+    if let Some(n) = std::env::var("LQ_BENCH_GLOBAL_LIMIT")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        b = b.global_limit(QUEUE, n);
+    }
     if let Some(s) = sink {
         b = b.state(s);
     }

@@ -346,35 +346,13 @@ pub async fn job_claim_in_turn(
     bound: std::time::Duration,
     give_up: impl std::future::Future<Output = ()>,
 ) -> Result<Turn, Error> {
-    // At least 50 ms: a shorter wait would mostly time out and go round again,
-    // and the idle bound would end the session between its own statements.
-    let ms = (bound.as_millis() * 2 / 5).max(50).to_string();
-    let mut tx = sqlx::Connection::begin(&mut *conn)
-        .await
-        .map_err(err("job_claim"))?;
-    let wait = sqlx::query(
-        "select pg_advisory_xact_lock($1 + $2, hashtext($3))
-         from (select set_config('lock_timeout', $4, true),
-                      set_config('statement_timeout', $4, true),
-                      set_config('idle_in_transaction_session_timeout', $4, true)) as bounds",
-    )
-    .bind(CLAIM_SLOT_LOCK_KEY)
-    .bind(i32::try_from(slot.min(MOST_CLAIM_SLOTS - 1)).expect("under 64"))
-    .bind(spec.queue)
-    .bind(&ms)
-    .execute(&mut *tx);
-    let waited = tokio::select! {
-        r = wait => r.map_err(err("job_claim")),
-        () = give_up => return Ok(Turn::GaveUp),
+    let key =
+        CLAIM_SLOT_LOCK_KEY + i32::try_from(slot.min(MOST_CLAIM_SLOTS - 1)).expect("under 64");
+    let mut tx = match wait_for_lock(conn, key, spec.queue, bound, give_up).await? {
+        Waited::Holding(tx) => tx,
+        Waited::TimedOut => return Ok(Turn::TimedOut),
+        Waited::GaveUp => return Ok(Turn::GaveUp),
     };
-    match waited {
-        Ok(_) => {}
-        Err(e) if super::sqlstate(&e).as_deref() == Some(super::LOCK_NOT_AVAILABLE) => {
-            tx.rollback().await.map_err(err("job_claim"))?;
-            return Ok(Turn::TimedOut);
-        }
-        Err(e) => return Err(e),
-    }
     let sql = concat!("with ", claim_statement!("true", "statement_timestamp()"));
     let jobs = claim_query(sql, spec)?
         .fetch_all(&mut *tx)
@@ -382,6 +360,126 @@ pub async fn job_claim_in_turn(
         .map_err(err("job_claim"))?;
     tx.commit().await.map_err(err("job_claim"))?;
     Ok(Turn::Claimed(jobs))
+}
+
+/// First key of the advisory lock that makes the claims of a queue with a
+/// global limit take turns across every runtime (`lql`; the second key is
+/// `hashtext(queue)`), held for one claim's transaction.
+pub const GLOBAL_LIMIT_LOCK_KEY: i32 = 0x6c71_6c00;
+
+/// What a claim under a global limit ([`job_claim_limited`]) came to.
+#[derive(Debug)]
+pub enum Limited {
+    /// Its turn came and it claimed these jobs (committed); `at_limit` when the
+    /// queue's running jobs then reached the limit, so ready jobs may be left.
+    Claimed {
+        /// The jobs claimed, at most the room the limit left.
+        jobs: Vec<ClaimedJob>,
+        /// The limit, not the queue running dry, stopped the claim.
+        at_limit: bool,
+    },
+    /// The lock stayed taken past the wait's bound: nothing claimed.
+    TimedOut,
+    /// The caller gave up while it waited (see [`Turn::GaveUp`]): the connection
+    /// must be closed, not reused.
+    GaveUp,
+}
+
+/// [`job_claim`] for a queue whose jobs may run at most `global_limit` at once
+/// across every runtime (Oban's and River's global limit). The claims of the
+/// queue take turns on one advisory lock ([`GLOBAL_LIMIT_LOCK_KEY`]); holding
+/// it, a claim counts the queue's running jobs in a statement whose snapshot
+/// holds every earlier claim's commit, and claims at most the room left. A
+/// count can only be too high (a job finishing meanwhile), never too low, so
+/// the limit is never passed. Five round trips, for queues that asked for a
+/// limit; the bound and `give_up` work as for [`job_claim_in_turn`].
+pub async fn job_claim_limited(
+    conn: &mut PgConnection,
+    mut spec: ClaimSpec<'_>,
+    global_limit: u32,
+    bound: std::time::Duration,
+    give_up: impl std::future::Future<Output = ()>,
+) -> Result<Limited, Error> {
+    let mut tx =
+        match wait_for_lock(conn, GLOBAL_LIMIT_LOCK_KEY, spec.queue, bound, give_up).await? {
+            Waited::Holding(tx) => tx,
+            Waited::TimedOut => return Ok(Limited::TimedOut),
+            Waited::GaveUp => return Ok(Limited::GaveUp),
+        };
+    let running: i64 =
+        sqlx::query_scalar("select count(*) from lq.jobs where queue = $1 and state = 'running'")
+            .bind(spec.queue)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(err("job_claim"))?;
+    let room = i64::from(global_limit).saturating_sub(running).max(0);
+    let at_limit = room <= spec.limit;
+    spec.limit = spec.limit.min(room);
+    let jobs = if spec.limit == 0 {
+        Vec::new()
+    } else {
+        let sql = concat!("with ", claim_statement!("true", "statement_timestamp()"));
+        claim_query(sql, spec)?
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(err("job_claim"))?
+    };
+    tx.commit().await.map_err(err("job_claim"))?;
+    // Fewer than the room: the queue ran dry before the limit was reached.
+    let at_limit = at_limit && jobs.len() as i64 == room;
+    Ok(Limited::Claimed { jobs, at_limit })
+}
+
+/// How a wait for an advisory lock ended.
+enum Waited<'c> {
+    /// The lock is held by this open transaction, until it ends.
+    Holding(sqlx::Transaction<'c, sqlx::Postgres>),
+    /// Not granted within the bound; the transaction rolled back.
+    TimedOut,
+    /// The caller gave up mid-wait; the connection must be closed.
+    GaveUp,
+}
+
+/// Opens a transaction on `conn` and waits in it for the advisory lock
+/// `(key, hashtext(queue))`, bounding the wait, the statements after it and any
+/// idle time inside the transaction on the server at two fifths of `bound` (at
+/// least 50 ms): the transaction ends before the caller gives up on it, and a
+/// client gone without a word frees the lock after the same time.
+async fn wait_for_lock<'c>(
+    conn: &'c mut PgConnection,
+    key: i32,
+    queue: &str,
+    bound: std::time::Duration,
+    give_up: impl std::future::Future<Output = ()>,
+) -> Result<Waited<'c>, Error> {
+    // At least 50 ms: a shorter wait would mostly time out and go round again,
+    // and the idle bound would end the session between its own statements.
+    let ms = (bound.as_millis() * 2 / 5).max(50).to_string();
+    let mut tx = sqlx::Connection::begin(conn)
+        .await
+        .map_err(err("job_claim"))?;
+    let wait = sqlx::query(
+        "select pg_advisory_xact_lock($1, hashtext($2))
+         from (select set_config('lock_timeout', $3, true),
+                      set_config('statement_timeout', $3, true),
+                      set_config('idle_in_transaction_session_timeout', $3, true)) as bounds",
+    )
+    .bind(key)
+    .bind(queue)
+    .bind(&ms)
+    .execute(&mut *tx);
+    let waited = tokio::select! {
+        r = wait => r.map_err(err("job_claim")),
+        () = give_up => return Ok(Waited::GaveUp),
+    };
+    match waited {
+        Ok(_) => Ok(Waited::Holding(tx)),
+        Err(e) if super::sqlstate(&e).as_deref() == Some(super::LOCK_NOT_AVAILABLE) => {
+            tx.rollback().await.map_err(err("job_claim"))?;
+            Ok(Waited::TimedOut)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// `n` fresh random lease tokens (UUID v4) from one read of the OS's random
