@@ -348,7 +348,7 @@ pub async fn job_claim_in_turn(
 ) -> Result<Turn, Error> {
     let key =
         CLAIM_SLOT_LOCK_KEY + i32::try_from(slot.min(MOST_CLAIM_SLOTS - 1)).expect("under 64");
-    let mut tx = match wait_for_lock(conn, key, spec.queue, bound, give_up).await? {
+    let mut tx = match wait_for_lock(conn, key, spec.queue, bound, 2, give_up).await? {
         Waited::Holding(tx) => tx,
         Waited::TimedOut => return Ok(Turn::TimedOut),
         Waited::GaveUp => return Ok(Turn::GaveUp),
@@ -392,7 +392,9 @@ pub enum Limited {
 /// holds every earlier claim's commit, and claims at most the room left. A
 /// count can only be too high (a job finishing meanwhile), never too low, so
 /// the limit is never passed. Five round trips, for queues that asked for a
-/// limit; the bound and `give_up` work as for [`job_claim_in_turn`].
+/// limit. `give_up` works as for [`job_claim_in_turn`]; the wait, the count
+/// and the claim each get four fifteenths of `bound` on the server, so the
+/// transaction ends before the caller gives up on it.
 pub async fn job_claim_limited(
     conn: &mut PgConnection,
     mut spec: ClaimSpec<'_>,
@@ -401,7 +403,7 @@ pub async fn job_claim_limited(
     give_up: impl std::future::Future<Output = ()>,
 ) -> Result<Limited, Error> {
     let mut tx =
-        match wait_for_lock(conn, GLOBAL_LIMIT_LOCK_KEY, spec.queue, bound, give_up).await? {
+        match wait_for_lock(conn, GLOBAL_LIMIT_LOCK_KEY, spec.queue, bound, 3, give_up).await? {
             Waited::Holding(tx) => tx,
             Waited::TimedOut => return Ok(Limited::TimedOut),
             Waited::GaveUp => return Ok(Limited::GaveUp),
@@ -441,20 +443,24 @@ enum Waited<'c> {
 }
 
 /// Opens a transaction on `conn` and waits in it for the advisory lock
-/// `(key, hashtext(queue))`, bounding the wait, the statements after it and any
-/// idle time inside the transaction on the server at two fifths of `bound` (at
-/// least 50 ms): the transaction ends before the caller gives up on it, and a
-/// client gone without a word frees the lock after the same time.
+/// `(key, hashtext(queue))`, for a transaction of `statements` statements, the
+/// wait included. Each of them, and any idle time inside the transaction, is
+/// bounded on the server at four fifths of `bound` shared among them (at least
+/// 50 ms each; two fifths for the claim in turn's two): the transaction ends
+/// before the caller gives up on it, and a client gone without a word frees
+/// the lock after the same time.
 async fn wait_for_lock<'c>(
     conn: &'c mut PgConnection,
     key: i32,
     queue: &str,
     bound: std::time::Duration,
+    statements: u32,
     give_up: impl std::future::Future<Output = ()>,
 ) -> Result<Waited<'c>, Error> {
     // At least 50 ms: a shorter wait would mostly time out and go round again,
     // and the idle bound would end the session between its own statements.
-    let ms = (bound.as_millis() * 2 / 5).max(50).to_string();
+    let share = bound.as_millis() * 4 / (5 * u128::from(statements.max(1)));
+    let ms = share.max(50).to_string();
     let mut tx = sqlx::Connection::begin(conn)
         .await
         .map_err(err("job_claim"))?;
