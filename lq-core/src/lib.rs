@@ -47,6 +47,7 @@ mod migrate;
 mod names;
 mod notify;
 mod perform;
+mod rate_limit;
 mod registry;
 mod sqlstate;
 mod state;
@@ -82,6 +83,7 @@ pub use migrate::{declared_serves_from, ensure_newer_schema_serves_this_build};
 pub use migrate::{migrate, pending_migrations, schema_version, PendingMigration, SCHEMA_VERSION};
 pub use names::{validate_name, MAX_NAME_LEN};
 pub use perform::Perform;
+pub use rate_limit::{RateLimit, MAX_RATE_PERIOD};
 pub use registry::{JobDescriptor, PerformFn, Registry};
 pub use sqlstate::{lacks_grant, names_missing_object, sqlstate_in};
 /// sqlx, the version whose `PgPool` and `Transaction` this API takes.

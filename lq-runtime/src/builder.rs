@@ -2,7 +2,7 @@
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
-use lq_core::{db, validate_name, AppState, Registry};
+use lq_core::{db, db::claim::ClaimLimits, validate_name, AppState, RateLimit, Registry};
 use sqlx::{
     postgres::{PgConnectOptions, PgPoolOptions},
     PgConnection, PgPool,
@@ -35,8 +35,8 @@ use crate::{
 pub struct RuntimeBuilder {
     pool: PgPool,
     queues: Vec<(String, usize)>,
-    /// Queues whose jobs may run at most this many at once across every runtime.
-    global_limits: HashMap<String, u32>,
+    /// Queues with limits across every runtime: a global limit, a rate limit.
+    limits: HashMap<String, ClaimLimits>,
     state: AppState,
     config: RuntimeConfig,
     /// Settings made one at a time; they win over `.config(..)` in either order.
@@ -71,7 +71,7 @@ impl RuntimeBuilder {
         Self {
             pool,
             queues: Vec::new(),
-            global_limits: HashMap::new(),
+            limits: HashMap::new(),
             state: AppState::default(),
             config: RuntimeConfig::default(),
             set: NamedSettings::default(),
@@ -114,7 +114,38 @@ impl RuntimeBuilder {
     /// # runtime.shutdown().await?; Ok(()) }
     /// ```
     pub fn global_limit(mut self, queue: impl Into<String>, limit: u32) -> Self {
-        self.global_limits.insert(queue.into(), limit);
+        self.limits.entry(queue.into()).or_default().global = Some(limit);
+        self
+    }
+
+    /// Starts at most `limit.allowed()` of `queue`'s jobs per `limit.period()`
+    /// across every runtime that sets the same limit on the queue: a token
+    /// bucket in the database (see [`RateLimit`]), so the queue runs at that
+    /// rate on average, and at most `allowed` at once after a quiet spell.
+    /// Each attempt takes a token, retries included. Every runtime serving the
+    /// queue must set it: a runtime without it claims as if there were none.
+    ///
+    /// The queue's claims take turns on one advisory lock, as under
+    /// [`global_limit`](Self::global_limit), with which it combines; each
+    /// claims at most the whole tokens left, and jobs are not claimed ahead of
+    /// idle handlers. A claimer that found the bucket empty sleeps until its
+    /// next token is due, and is not woken by enqueues meanwhile. Fails
+    /// `start()` with [`Error::RateLimit`] for a queue the runtime does not
+    /// serve, or a limit that cannot work ([`RateLimit::invalid`]).
+    ///
+    /// ```no_run
+    /// # async fn f(pool: sqlx::PgPool) -> lq_runtime::Result<()> {
+    /// use lq_runtime::RateLimit;
+    ///
+    /// let runtime = lq_runtime::Runtime::builder(pool)
+    ///     .queue("partner_api", 10)
+    ///     .rate_limit("partner_api", RateLimit::per_minute(600)) // 10 a second
+    ///     .start()
+    ///     .await?;
+    /// # runtime.shutdown().await?; Ok(()) }
+    /// ```
+    pub fn rate_limit(mut self, queue: impl Into<String>, limit: RateLimit) -> Self {
+        self.limits.entry(queue.into()).or_default().rate = Some(limit);
         self
     }
 
@@ -252,19 +283,7 @@ impl RuntimeBuilder {
             return Err(Error::NoHandlers);
         }
         preflight::validate(&self.config, &self.queues)?;
-        for (queue, limit) in &self.global_limits {
-            let reason = if !self.queues.iter().any(|(q, _)| q == queue) {
-                "this runtime does not serve the queue: add it with .queue()"
-            } else if *limit == 0 {
-                "a limit of 0 would run none of its jobs: give at least 1, or pause the queue"
-            } else {
-                continue;
-            };
-            return Err(Error::GlobalLimit {
-                queue: queue.clone(),
-                reason,
-            });
-        }
+        check_limits(&self.limits, &self.queues)?;
         let served: Vec<String> = self.queues.iter().map(|(q, _)| q.clone()).collect();
         let cron_jobs = scheduler::cron_jobs(&served, &runnable)?;
         // The checks share one of the application's connections: sqlx pings each
@@ -276,7 +295,8 @@ impl RuntimeBuilder {
         })
         .await?;
         check_schema(&mut app_conn, timeout).await?;
-        preflight::check_privileges(&mut app_conn, timeout).await?;
+        let rate_limited = self.limits.values().any(|l| l.rate.is_some());
+        preflight::check_privileges(&mut app_conn, timeout, rate_limited).await?;
         preflight::warn_unrunnable(&registry, &served);
         preflight::warn_short_leases(&registry, &served, self.config.db_timeout);
 
@@ -344,7 +364,7 @@ impl RuntimeBuilder {
             metrics_published: Default::default(),
             registry,
             state: self.state,
-            global_limits: self.global_limits,
+            limits: self.limits,
             stats: Arc::new(Stats::default()),
             inflight: Default::default(),
             wakers,
@@ -394,7 +414,7 @@ async fn check_schema(conn: &mut PgConnection, timeout: Duration) -> Result<(), 
     let found = match db::timed("schema_version", timeout, db::migration::version(conn)).await {
         Ok(found) => found,
         Err(e) if lq_core::lacks_grant(&e) => {
-            preflight::check_privileges(conn, timeout).await?;
+            preflight::check_privileges(conn, timeout, false).await?;
             return Err(e.into());
         }
         Err(e) => return Err(e.into()),
@@ -424,6 +444,50 @@ async fn check_schema(conn: &mut PgConnection, timeout: Duration) -> Result<(), 
 
 /// How often [`RuntimeBuilder::drain`] looks, and its runtime polls, for work.
 const DRAIN_POLL: Duration = Duration::from_millis(10);
+
+/// Fails for a limit the runtime cannot apply: on a queue it does not serve, a
+/// global limit of 0, a rate limit that cannot work.
+fn check_limits(
+    limits: &HashMap<String, ClaimLimits>,
+    queues: &[(String, usize)],
+) -> Result<(), Error> {
+    let mut named: Vec<_> = limits.iter().collect();
+    named.sort_by(|a, b| a.0.cmp(b.0)); // the same error for the same builder
+    for (queue, limits) in named {
+        let served = queues.iter().any(|(q, _)| q == queue);
+        const UNSERVED: &str = "this runtime does not serve the queue: add it with .queue()";
+        if let Some(limit) = limits.global {
+            let reason = if !served {
+                UNSERVED
+            } else if limit == 0 {
+                "a limit of 0 would run none of its jobs: give at least 1, or pause the queue"
+            } else {
+                ""
+            };
+            if !reason.is_empty() {
+                return Err(Error::GlobalLimit {
+                    queue: queue.clone(),
+                    reason,
+                });
+            }
+        }
+        if let Some(rate) = limits.rate {
+            let reason = if served {
+                rate.invalid()
+            } else {
+                Some(UNSERVED)
+            };
+            if let Some(reason) = reason {
+                return Err(Error::RateLimit {
+                    queue: queue.clone(),
+                    limit: rate,
+                    reason,
+                });
+            }
+        }
+    }
+    Ok(())
+}
 
 #[cfg(test)]
 mod tests {

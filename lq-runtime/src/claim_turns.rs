@@ -4,7 +4,7 @@
 
 use lq_core::{
     db,
-    db::claim::{ClaimSpec, ClaimedJob, GatedClaim, Limited, Turn},
+    db::claim::{ClaimLimits, ClaimSpec, ClaimedJob, GatedClaim, Limited, Turn},
     Error,
 };
 
@@ -18,9 +18,15 @@ pub(crate) enum Claim {
     /// A second claim on a borrowed connection found every slot taken and
     /// claimed nothing; the queue is not known to be dry.
     Throttled,
-    /// These jobs, and the queue's global limit is reached: ready jobs may be
-    /// left, to claim once a running job of the queue finishes.
-    AtLimit(Vec<ClaimedJob>),
+    /// These jobs, and a limit across runtimes stopped the claim, so ready
+    /// jobs may be left: the queue's global limit is reached (`at_limit`: claim
+    /// again once a running job of the queue finishes), or its rate limit's
+    /// bucket is empty (claim again after `next_token`).
+    Limited {
+        jobs: Vec<ClaimedJob>,
+        at_limit: bool,
+        next_token: Option<std::time::Duration>,
+    },
 }
 
 /// Claims up to `limit` jobs of `queue` on `hot`. With `claim_slots` set, the
@@ -38,7 +44,7 @@ pub(crate) enum Claim {
 pub(crate) async fn claim(
     shared: &Shared,
     hot: &mut HotConn,
-    queue: &str,
+    (queue, limits): (&str, ClaimLimits),
     limit: usize,
     second: bool,
 ) -> Result<Claim, Error> {
@@ -52,7 +58,11 @@ pub(crate) async fn claim(
         tokens: &tokens,
     };
     let mut sent = false;
-    let r = claim_with(shared, hot, spec, second, &mut sent).await;
+    let r = if limits.is_none() {
+        claim_with(shared, hot, spec, second, &mut sent).await
+    } else {
+        claim_limited(shared, hot, spec, limits, &mut sent).await
+    };
     if let Err(e) = &r {
         if sent && crate::orphan_leases::may_have_committed(e) {
             crate::orphan_leases::record(shared, queue, tokens);
@@ -73,9 +83,6 @@ async fn claim_with(
     let t = shared.config.db_timeout;
     let queue = spec.queue;
     let borrowed = !hot.keeps();
-    if let Some(&limit) = shared.global_limits.get(queue) {
-        return claim_limited(shared, hot, spec, limit, sent).await;
-    }
     let c = hot.get("job_claim").await?;
     *sent = true;
     let Some(slots) = shared.config.claim_slots else {
@@ -119,16 +126,16 @@ async fn claim_with(
     }
 }
 
-/// A claim on a queue with a global limit (sets `sent` as [`claim_with`]
-/// does): waits its turn on the queue's limit
-/// lock (whatever the claim slots), then claims at most the room the limit
-/// leaves ([`db::claim::job_claim_limited`]), trying again when the wait
-/// outlasts its bound. At shutdown a claim that would wait claims nothing.
+/// A claim on a queue with a global or a rate limit (sets `sent` as
+/// [`claim_with`] does): waits its turn on the queue's limit lock (whatever the
+/// claim slots), then claims at most the room the limits leave
+/// ([`db::claim::job_claim_limited`]), trying again when the wait outlasts its
+/// bound. At shutdown a claim that would wait claims nothing.
 async fn claim_limited(
     shared: &Shared,
     hot: &mut HotConn,
     spec: ClaimSpec<'_>,
-    limit: u32,
+    limits: ClaimLimits,
     sent: &mut bool,
 ) -> Result<Claim, Error> {
     let t = shared.config.db_timeout;
@@ -138,13 +145,24 @@ async fn claim_limited(
         }
         let c = hot.get("job_claim").await?;
         *sent = true;
-        let limited = db::claim::job_claim_limited(c, spec, limit, t, shared.stopping.cancelled());
+        let limited = db::claim::job_claim_limited(c, spec, limits, t, shared.stopping.cancelled());
         match db::timed("job_claim", t, limited).await? {
             Limited::Claimed {
                 jobs,
-                at_limit: true,
-            } => return Ok(Claim::AtLimit(jobs)),
-            Limited::Claimed { jobs, .. } => return Ok(Claim::Jobs(jobs)),
+                at_limit: false,
+                next_token: None,
+            } => return Ok(Claim::Jobs(jobs)),
+            Limited::Claimed {
+                jobs,
+                at_limit,
+                next_token,
+            } => {
+                return Ok(Claim::Limited {
+                    jobs,
+                    at_limit,
+                    next_token,
+                })
+            }
             // The lock stayed taken past the wait's bound: try again.
             Limited::TimedOut => {}
             // Stopping while it waited: nothing claimed; the wait was cut off

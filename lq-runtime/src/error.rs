@@ -32,6 +32,17 @@ pub enum Error {
         /// What is wrong.
         reason: &'static str,
     },
+    /// A rate limit the runtime cannot apply: on a queue it does not serve, or
+    /// one that cannot work ([`lq_core::RateLimit::invalid`]).
+    #[error("rate limit of {limit} on queue {queue:?}: {reason}")]
+    RateLimit {
+        /// The queue named.
+        queue: String,
+        /// The limit given.
+        limit: lq_core::RateLimit,
+        /// What is wrong.
+        reason: &'static str,
+    },
     /// A setting that cannot work (the limits are listed on [`crate::RuntimeConfig`]).
     #[error("runtime setting {setting}: {reason}")]
     InvalidSetting {

@@ -123,16 +123,18 @@ pub(crate) fn validate(config: &RuntimeConfig, queues: &[(String, usize)]) -> Re
 }
 
 /// Fails with [`Error::MissingPrivileges`], naming each one, when the runtime's
-/// role lacks a privilege the runtime uses.
+/// role lacks a privilege the runtime uses (with `rate_limited`, those on the
+/// rate limits' buckets too).
 pub(crate) async fn check_privileges(
     conn: &mut PgConnection,
     timeout: Duration,
+    rate_limited: bool,
 ) -> Result<(), Error> {
     let (role, missing) = db::timed("runtime_privileges", timeout, async {
         // On the application's connection: pinned like every litequeue statement.
         let mut tx = conn.begin().await.map_err(db::err("runtime_privileges"))?;
         db::pin_transaction(&mut tx, timeout).await?;
-        db::maintenance::runtime_missing_privileges(&mut tx).await
+        db::maintenance::runtime_missing_privileges(&mut tx, rate_limited).await
     })
     .await?;
     if missing.is_empty() {

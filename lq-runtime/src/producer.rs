@@ -5,7 +5,7 @@
 use std::{sync::Arc, time::Instant};
 
 use futures_util::{stream::FuturesUnordered, StreamExt};
-use lq_core::Error;
+use lq_core::{db::claim::ClaimLimits, Error};
 use tokio::sync::Semaphore;
 use tracing::{debug, warn, Instrument};
 
@@ -59,7 +59,18 @@ struct Conn {
 /// commits behind an abandoned connection. With `claim_slots` set, a claim that
 /// finds the queue's slots taken by claims elsewhere waits its turn on the server
 /// and claims then (`db::claim::job_claim_in_turn`); at shutdown it claims nothing.
-pub(crate) async fn run(shared: Arc<Shared>, queue: String, slots: Slots, wake: Arc<QueueWake>) {
+///
+/// A queue with `limits` across runtimes (a global limit, a rate limit) claims
+/// nothing ahead and sends no second claim; a claim the limits stopped waits
+/// for room: a lease of the queue coming free here (or the usual wake-up) under
+/// a global limit, the next token's time under a rate limit.
+pub(crate) async fn run(
+    shared: Arc<Shared>,
+    queue: String,
+    limits: ClaimLimits,
+    slots: Slots,
+    wake: Arc<QueueWake>,
+) {
     let mut main = Some(Conn {
         hot: HotConn::new(shared.hot_pool.clone(), shared.keep_claim_conns),
         is_second: false,
@@ -77,6 +88,9 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: String, slots: Slots, wake: 
     // as more free leases than this.
     let mut at_limit = false;
     let mut lease_floor = 0;
+    // The queue's rate limit stopped the last claim (and `dry` is set): no
+    // claim before this, whatever wakes the queue meanwhile.
+    let mut next_token_at: Option<tokio::time::Instant> = None;
     // A second claim found every claim slot taken (see `claim_turns`).
     let mut second_throttled = false;
     let queue_name: Arc<str> = Arc::from(queue.as_str());
@@ -114,7 +128,7 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: String, slots: Slots, wake: 
                 let pauses_heard = wake.pauses_heard();
                 in_flight.push(claim(
                     &shared,
-                    &queue,
+                    (&queue, limits),
                     (conn, reserved),
                     limit,
                     &slots,
@@ -137,9 +151,11 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: String, slots: Slots, wake: 
             tokio::select! {
                 // The queue has no more work now: wait for a NOTIFY, the idle poller
                 // (`poller`) or a retry coming due to say it has.
-                _ = wake.wait(), if dry => (dry, at_limit) = (false, false),
+                _ = wake.wait(), if dry && next_token_at.is_none() => (dry, at_limit) = (false, false),
                 // At the global limit: a job of the queue finished here.
-                _ = slots.lease_freed(lease_floor), if at_limit => (dry, at_limit) = (false, false),
+                _ = slots.lease_freed(lease_floor), if at_limit && next_token_at.is_none() => (dry, at_limit) = (false, false),
+                // The rate limit's next token is due.
+                _ = sleep_until_some(next_token_at) => (dry, at_limit, next_token_at) = (false, false, None),
                 // No room: wait for a handler or a lease, then look again.
                 _ = slots.wait_free(), if !dry => {}
                 _ = shared.stopping.cancelled() => return,
@@ -165,17 +181,21 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: String, slots: Slots, wake: 
             result,
         } = returned;
         let finished_meanwhile = slots.finished().wrapping_sub(finished_at_send);
-        let mut limited = false;
+        let mut limited: Option<(bool, Option<std::time::Duration>)> = None;
         let jobs = match result {
             Ok(Claim::Jobs(jobs)) => {
                 conn.hot.done();
                 failures = 0;
                 jobs
             }
-            Ok(Claim::AtLimit(jobs)) => {
+            Ok(Claim::Limited {
+                jobs,
+                at_limit,
+                next_token,
+            }) => {
                 conn.hot.done();
                 failures = 0;
-                limited = true;
+                limited = Some((at_limit, next_token));
                 // The leases free once the claim's unused ones are back, read
                 // before any of its jobs can finish.
                 lease_floor = slots.free_leases() + limit.saturating_sub(jobs.len());
@@ -231,9 +251,10 @@ pub(crate) async fn run(shared: Arc<Shared>, queue: String, slots: Slots, wake: 
             executor::spawn(shared.clone(), queue_name.clone(), job, slot);
         }
         drop(reserved); // the leases of rows the claim did not find
-        if limited {
-            // Ready jobs may be left, beyond the limit: wait for room.
-            (dry, at_limit) = (true, true);
+        if let Some((full, next_token)) = limited {
+            // Ready jobs may be left, beyond a limit: wait for room.
+            (dry, at_limit) = (true, full);
+            next_token_at = next_token.map(|d| tokio::time::Instant::now() + d);
         } else if got == limit {
             // A full batch: there may be more ready right now. Let the jobs just
             // spawned begin first, so short ones hand their handlers back.
@@ -270,7 +291,7 @@ fn give_back(main: &mut Option<Conn>, second: &mut Option<Conn>, conn: Conn) {
 /// `pauses_heard` is the queue's count of pauses heard of as it is sent.
 fn claim(
     shared: &Arc<Shared>,
-    queue: &str,
+    (queue, limits): (&str, ClaimLimits),
     (mut conn, reserved): (Conn, Reservation),
     limit: usize,
     slots: &Slots,
@@ -282,9 +303,15 @@ fn claim(
     let finished_at_send = slots.finished();
     let began = Instant::now();
     async move {
-        let result = claim_turns::claim(&shared, &mut conn.hot, &queue, limit, conn.is_second)
-            .instrument(span.clone())
-            .await;
+        let result = claim_turns::claim(
+            &shared,
+            &mut conn.hot,
+            (&queue, limits),
+            limit,
+            conn.is_second,
+        )
+        .instrument(span.clone())
+        .await;
         Returned {
             conn,
             reserved,
@@ -296,5 +323,13 @@ fn claim(
             result,
             pauses_heard,
         }
+    }
+}
+
+/// Sleeps until `at`, or forever when there is none.
+async fn sleep_until_some(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }

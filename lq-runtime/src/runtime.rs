@@ -87,14 +87,17 @@ impl Runtime {
         for (queue, slots) in queues {
             let wake = shared.wakers[&queue].clone();
             // Under a global limit a job claimed ahead would hold a share of
-            // the limit while it waits for a handler here.
-            let ahead = match shared.global_limits.contains_key(&queue) {
-                true => 0,
-                false => claim_ahead::most(&shared.config, slots),
+            // the limit while it waits for a handler here; under a rate limit
+            // it would spend a token long before it starts.
+            let limits = shared.limits.get(&queue).copied().unwrap_or_default();
+            let ahead = match limits.is_none() {
+                true => claim_ahead::most(&shared.config, slots),
+                false => 0,
             };
             producers.spawn(producer::run(
                 shared.clone(),
                 queue,
+                limits,
                 Slots::new(slots, ahead),
                 wake,
             ));

@@ -24,6 +24,7 @@ mod operator_role;
 mod outcomes;
 mod polling;
 mod queues;
+mod rate_limit;
 mod readiness;
 mod reclaim;
 mod refused_outcomes;

@@ -62,6 +62,7 @@ pub(crate) const WORKER_GRANTS: &str = "
     grant select, insert, update on lq.cron_schedules to {role};
     grant select, insert, delete on lq.cron_ticks to {role};
     grant select on lq.schema_migrations, lq.queues to {role};
+    grant select, insert, update on lq.rate_limits to {role};
     grant select, insert, update, delete on lq.runtimes, lq.leader, lq.stats_minute to {role};
     grant usage on sequence lq.jobs_id_seq to {role};";
 
@@ -1168,8 +1169,7 @@ async fn the_schemas_owner_migrates_a_later_release_without_create_on_the_databa
         .unwrap();
     // A release with one more migration: the last one, not applied yet.
     sqlx::raw_sql(&format!(
-        "alter table lq.cron_schedules drop column payload, drop column priority,
-             drop column max_attempts, drop column unique_key;
+        "drop table lq.rate_limits;
          delete from lq.schema_migrations where version = {}",
         lq_runtime::SCHEMA_VERSION
     ))
@@ -1183,9 +1183,8 @@ async fn the_schemas_owner_migrates_a_later_release_without_create_on_the_databa
     );
     lq_runtime::migrate(&migrator_pool).await.unwrap();
     let rebuilt: bool = sqlx::query_scalar(
-        "select exists (select from information_schema.columns
-                        where table_schema = 'lq' and table_name = 'cron_schedules'
-                          and column_name = 'unique_key')",
+        "select exists (select from information_schema.tables
+                        where table_schema = 'lq' and table_name = 'rate_limits')",
     )
     .fetch_one(&db.pool)
     .await

@@ -5,7 +5,7 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::err;
-use crate::Error;
+use crate::{Error, RateLimit};
 
 /// The rows a claim may take from the queue named by `$queue` (SQL text): queued,
 /// due by `$clock`, of a kind in `$2`, the queue not paused. Shared by
@@ -120,6 +120,18 @@ impl<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow> for ClaimedJob {
 macro_rules! claim_statement {
     ($gate:literal, $clock:literal) => {
         concat!(
+            claim_ctes!($gate, $clock),
+            "\n         select * from claimed"
+        )
+    };
+}
+
+/// The CTEs of [`claim_statement!`], `picked` and `claimed`, without the final
+/// select: for a statement that does more with the claimed rows (the rate
+/// limit's debit, [`job_claim_limited`]).
+macro_rules! claim_ctes {
+    ($gate:literal, $clock:literal) => {
+        concat!(
             "picked as materialized (
              select ctid from lq.jobs
              where ",
@@ -144,8 +156,7 @@ macro_rules! claim_statement {
              where j.ctid = lease.tid
              returning j.id, j.kind, j.payload::text as payload, j.attempts, j.max_attempts, j.lease_token,
                        j.run_at, j.created_at, j.started_at, j.meta::text as meta
-         )
-         select * from claimed"
+         )"
         )
     };
 }
@@ -363,20 +374,42 @@ pub async fn job_claim_in_turn(
 }
 
 /// First key of the advisory lock that makes the claims of a queue with a
-/// global limit take turns across every runtime (`lql`; the second key is
-/// `hashtext(queue)`), held for one claim's transaction.
+/// global limit or a rate limit take turns across every runtime (`lql`; the
+/// second key is `hashtext(queue)`), held for one claim's transaction.
 pub const GLOBAL_LIMIT_LOCK_KEY: i32 = 0x6c71_6c00;
 
-/// What a claim under a global limit ([`job_claim_limited`]) came to.
+/// The limits across every runtime that a queue's claims obey, beyond the
+/// runtime's own slots: at most `global` of its jobs running at once, and jobs
+/// started at most at `rate`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClaimLimits {
+    /// Most jobs of the queue running at once (Oban's and River's global limit).
+    pub global: Option<u32>,
+    /// Most jobs of the queue started per period.
+    pub rate: Option<RateLimit>,
+}
+
+impl ClaimLimits {
+    /// Neither limit: the queue claims through [`job_claim_gated`].
+    pub fn is_none(&self) -> bool {
+        self.global.is_none() && self.rate.is_none()
+    }
+}
+
+/// What a claim under a queue's limits ([`job_claim_limited`]) came to.
 #[derive(Debug)]
 pub enum Limited {
-    /// Its turn came and it claimed these jobs (committed); `at_limit` when the
-    /// queue's running jobs then reached the limit, so ready jobs may be left.
+    /// Its turn came and it claimed these jobs (committed), at most the room
+    /// the limits left.
     Claimed {
-        /// The jobs claimed, at most the room the limit left.
+        /// The jobs claimed.
         jobs: Vec<ClaimedJob>,
-        /// The limit, not the queue running dry, stopped the claim.
+        /// The global limit, not the queue running dry, stopped the claim:
+        /// the queue's running jobs reached it, so ready jobs may be left.
         at_limit: bool,
+        /// The rate limit stopped the claim: no whole token was left, and the
+        /// next comes after this.
+        next_token: Option<std::time::Duration>,
     },
     /// The lock stayed taken past the wait's bound: nothing claimed.
     TimedOut,
@@ -385,40 +418,84 @@ pub enum Limited {
     GaveUp,
 }
 
-/// [`job_claim`] for a queue whose jobs may run at most `global_limit` at once
-/// across every runtime (Oban's and River's global limit). The claims of the
-/// queue take turns on one advisory lock ([`GLOBAL_LIMIT_LOCK_KEY`]); holding
-/// it, a claim counts the queue's running jobs in a statement whose snapshot
-/// holds every earlier claim's commit, and claims at most the room left. A
-/// count can only be too high (a job finishing meanwhile), never too low, so
-/// the limit is never passed. Five round trips, for queues that asked for a
-/// limit. `give_up` works as for [`job_claim_in_turn`]; the wait, the count
-/// and the claim each get four fifteenths of `bound` on the server, so the
-/// transaction ends before the caller gives up on it.
+/// [`job_claim`] for a queue with [`ClaimLimits`]. The claims of the queue
+/// take turns on one advisory lock ([`GLOBAL_LIMIT_LOCK_KEY`]); holding it, a
+/// claim
+/// - under a global limit, counts the queue's running jobs in a statement
+///   whose snapshot holds every earlier claim's commit. A count can only be too
+///   high (a job finishing meanwhile), never too low, so the limit is never
+///   passed;
+/// - under a rate limit, refills the queue's token bucket in `lq.rate_limits`
+///   by the database time passed since its last refill (creating it full), and
+///   spends a token for each job it claims in the claim's own statement;
+///
+/// and claims at most the room both leave. Five round trips with one limit, six
+/// with both, for queues that asked for them. `give_up` works as for
+/// [`job_claim_in_turn`]; the wait and each statement get an equal share of
+/// four fifths of `bound` on the server, so the transaction ends before the
+/// caller gives up on it.
 pub async fn job_claim_limited(
     conn: &mut PgConnection,
     mut spec: ClaimSpec<'_>,
-    global_limit: u32,
+    limits: ClaimLimits,
     bound: std::time::Duration,
     give_up: impl std::future::Future<Output = ()>,
 ) -> Result<Limited, Error> {
-    let mut tx =
-        match wait_for_lock(conn, GLOBAL_LIMIT_LOCK_KEY, spec.queue, bound, 3, give_up).await? {
-            Waited::Holding(tx) => tx,
-            Waited::TimedOut => return Ok(Limited::TimedOut),
-            Waited::GaveUp => return Ok(Limited::GaveUp),
-        };
-    let running: i64 =
-        sqlx::query_scalar("select count(*) from lq.jobs where queue = $1 and state = 'running'")
-            .bind(spec.queue)
-            .fetch_one(&mut *tx)
-            .await
-            .map_err(err("job_claim"))?;
-    let room = i64::from(global_limit).saturating_sub(running).max(0);
-    let at_limit = room <= spec.limit;
-    spec.limit = spec.limit.min(room);
+    let statements = 2 + u32::from(limits.global.is_some()) + u32::from(limits.rate.is_some());
+    let mut tx = match wait_for_lock(
+        conn,
+        GLOBAL_LIMIT_LOCK_KEY,
+        spec.queue,
+        bound,
+        statements,
+        give_up,
+    )
+    .await?
+    {
+        Waited::Holding(tx) => tx,
+        Waited::TimedOut => return Ok(Limited::TimedOut),
+        Waited::GaveUp => return Ok(Limited::GaveUp),
+    };
+    let asked = spec.limit;
+    let mut global_room = i64::MAX;
+    if let Some(global) = limits.global {
+        let running: i64 = sqlx::query_scalar(
+            "select count(*) from lq.jobs where queue = $1 and state = 'running'",
+        )
+        .bind(spec.queue)
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(err("job_claim"))?;
+        global_room = i64::from(global).saturating_sub(running).max(0);
+    }
+    let mut tokens = f64::INFINITY;
+    if let Some(rate) = limits.rate {
+        tokens = refill_bucket(&mut tx, spec.queue, rate).await?;
+    }
+    // Whole tokens only; at most `allowed` (a bucket's size), so the cast holds.
+    let rate_room = if tokens.is_finite() {
+        tokens.floor() as i64
+    } else {
+        i64::MAX
+    };
+    spec.limit = asked.min(global_room).min(rate_room);
     let jobs = if spec.limit == 0 {
         Vec::new()
+    } else if limits.rate.is_some() {
+        let sql = concat!(
+            "with ",
+            claim_ctes!("true", "statement_timestamp()"),
+            ",
+         debit as (
+             update lq.rate_limits set tokens = tokens - (select count(*) from claimed)
+             where queue = $1
+         )
+         select * from claimed"
+        );
+        claim_query(sql, spec)?
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(err("job_claim"))?
     } else {
         let sql = concat!("with ", claim_statement!("true", "statement_timestamp()"));
         claim_query(sql, spec)?
@@ -427,9 +504,46 @@ pub async fn job_claim_limited(
             .map_err(err("job_claim"))?
     };
     tx.commit().await.map_err(err("job_claim"))?;
-    // Fewer than the room: the queue ran dry before the limit was reached.
-    let at_limit = at_limit && jobs.len() as i64 == room;
-    Ok(Limited::Claimed { jobs, at_limit })
+    let got = jobs.len() as i64;
+    // A claim that took all the room a limit left, when that was no more than
+    // it asked, was stopped by that limit; one that got fewer found the queue dry.
+    let at_limit = got == global_room && global_room <= asked;
+    let next_token = match limits.rate {
+        Some(rate) if got == rate_room && rate_room <= asked => {
+            Some(rate.until_next_token(tokens - got as f64))
+        }
+        _ => None,
+    };
+    Ok(Limited::Claimed {
+        jobs,
+        at_limit,
+        next_token,
+    })
+}
+
+/// Refills `queue`'s token bucket by the database time passed since its last
+/// refill, at `rate`, up to its size (a bucket not there yet starts full), and
+/// returns the tokens it holds. The row stays locked until the transaction
+/// ends, and records `rate` for operators to see.
+async fn refill_bucket(tx: &mut PgConnection, queue: &str, rate: RateLimit) -> Result<f64, Error> {
+    sqlx::query_scalar(
+        "insert into lq.rate_limits as b (queue, tokens, allowed, period_secs, updated_at)
+         values ($1, $2::int4::float8, $2::int4, $3::float8, statement_timestamp())
+         on conflict (queue) do update
+         set tokens = least(excluded.allowed::float8,
+                            b.tokens + greatest(0, extract(epoch from statement_timestamp() - b.updated_at)::float8)
+                                       * excluded.allowed / excluded.period_secs),
+             allowed = excluded.allowed,
+             period_secs = excluded.period_secs,
+             updated_at = statement_timestamp()
+         returning tokens",
+    )
+    .bind(queue)
+    .bind(i32::try_from(rate.allowed()).unwrap_or(i32::MAX))
+    .bind(rate.period().as_secs_f64())
+    .fetch_one(&mut *tx)
+    .await
+    .map_err(err("job_claim"))
 }
 
 /// How a wait for an advisory lock ended.

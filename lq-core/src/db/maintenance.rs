@@ -277,13 +277,29 @@ const RUNTIME_PRIVILEGES: &[(&str, &str)] = &[
     ("lq.stats_minute", "DELETE"),
 ];
 
+/// What a runtime with a rate limit uses besides [`RUNTIME_PRIVILEGES`]: the
+/// buckets. Asked of those runtimes only, so a deployment that sets no rate
+/// limit needs no new grant to run schema version 13.
+const RATE_LIMIT_PRIVILEGES: &[(&str, &str)] = &[
+    ("lq.rate_limits", "SELECT"),
+    ("lq.rate_limits", "INSERT"),
+    ("lq.rate_limits", "UPDATE"),
+];
+
 /// The current role's name, and each privilege of `RUNTIME_PRIVILEGES` (plus
-/// USAGE on schema `lq` and on the job id sequence) it lacks, as `"SELECT on
-/// lq.jobs"`.
+/// USAGE on schema `lq` and on the job id sequence, and with `rate_limited`
+/// those on the rate limits' buckets) it lacks, as `"SELECT on lq.jobs"`.
 pub async fn runtime_missing_privileges(
     conn: &mut PgConnection,
+    rate_limited: bool,
 ) -> Result<(String, Vec<String>), Error> {
-    let (objects, privileges): (Vec<&str>, Vec<&str>) = RUNTIME_PRIVILEGES.iter().copied().unzip();
+    let extra = if rate_limited {
+        RATE_LIMIT_PRIVILEGES
+    } else {
+        &[]
+    };
+    let (objects, privileges): (Vec<&str>, Vec<&str>) =
+        RUNTIME_PRIVILEGES.iter().chain(extra).copied().unzip();
     sqlx::query_as(
         "with schema_ok as (select pg_catalog.has_schema_privilege('lq', 'USAGE') as ok),
          needed as (
