@@ -182,13 +182,21 @@ async fn status_list_show_and_a_bulk_retry_after_an_outage() {
     .execute(&db.pool)
     .await
     .unwrap();
+    // The mail queue's rate limit, as a runtime with one leaves its bucket.
+    sqlx::query("insert into lq.rate_limits values ('mail', 0, 600, 60, now())")
+        .execute(&db.pool)
+        .await
+        .unwrap();
 
     let (code, json, _) = lq(&db, &["status"]);
     assert_eq!(code, 0);
     let queues = json["queues"].as_array().unwrap();
     let line = |name: &str| queues.iter().find(|q| q["queue"] == name).unwrap().clone();
     assert_eq!(line("mail")["available"], 3);
+    assert_eq!(line("mail")["rate_limit"]["allowed"], 600);
+    assert_eq!(line("mail")["rate_limit"]["period_secs"], 60.0);
     assert_eq!(line("billing")["dead_last_hour"], 4);
+    assert_eq!(line("billing")["rate_limit"], serde_json::Value::Null);
 
     let (code, json, _) = lq(
         &db,
@@ -370,6 +378,7 @@ async fn queues_runtimes_cron_and_doctor_show_the_cluster() {
     let ids = insert(&db, "cli.orphan", "cli-q", 2).await;
     let rt = Runtime::builder(db.pool.clone())
         .queue("cli-q", 2)
+        .global_limit("cli-q", 1)
         .owner("cli-runtime")
         .start()
         .await
@@ -390,6 +399,7 @@ async fn queues_runtimes_cron_and_doctor_show_the_cluster() {
         (Some("cli-runtime"), Some(true))
     );
     assert_eq!(rts[0]["queues"]["cli-q"], 2);
+    assert_eq!(rts[0]["limits"]["cli-q"]["global"], 1);
 
     // Nobody declares cli.orphan: doctor says so, and exits 1.
     let (code, json, _) = lq(&db, &["doctor"]);

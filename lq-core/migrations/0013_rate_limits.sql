@@ -1,4 +1,5 @@
--- litequeue schema, version 13: a rate limit per queue.
+-- litequeue schema, version 13: a rate limit per queue, and each runtime's
+-- limits where operators can see them.
 --
 -- A runtime given RuntimeBuilder::rate_limit(queue, ..) starts at most `allowed`
 -- of the queue's jobs per `period` across every runtime, on average, and at
@@ -9,8 +10,15 @@
 -- so claims across runtimes take turns on it. The row records the rate the
 -- last claim used, for operators; a queue without a row has no limit.
 --
--- A table only litequeue's newer statements read: version 12's work unchanged
--- (serves_from 11, as version 12).
+-- Each runtime records the limits it sets on its queues beside their
+-- concurrency, {"queue": {"global": 4, "rate": {"allowed": 600,
+-- "period_secs": 60}}}, so `lq runtimes` shows them and `lq doctor` can say
+-- when runtimes serving one queue disagree (a runtime without the limit claims
+-- as if there were none). Null for a runtime built before this version.
+--
+-- A table only litequeue's newer statements read and a column older ones do
+-- not name: version 12's statements work unchanged (serves_from 11, as
+-- version 12).
 
 create table lq.rate_limits (
     queue       text             primary key,
@@ -23,3 +31,5 @@ create table lq.rate_limits (
     -- when tokens was last refilled
     updated_at  timestamptz      not null
 );
+
+alter table lq.runtimes add column limits jsonb;

@@ -25,13 +25,14 @@ pub use crate::db::control::JobRow;
 pub use bulk::{cancel_matching, delete_matching, retry_matching, run_now_matching, BulkReport};
 pub use cron::{cron_run_now, cron_schedules, CronInfo};
 pub use doctor::{doctor, Check};
-pub use queues::{pause_queue, queues, resume_queue, Paused, QueueInfo};
+pub use queues::{pause_queue, queues, resume_queue, Paused, QueueInfo, RateBucket};
 pub use runtimes::{runtimes, RuntimeInfo};
 pub use stats::{stats, wait_bucket, wait_quantile, MinuteStats, WAIT_BUCKET_BOUNDS};
 
 mod bulk;
 mod cron;
 mod doctor;
+mod limits_check;
 mod queues;
 mod runtimes;
 mod stats;

@@ -2,7 +2,7 @@
 
 use std::{collections::HashMap, sync::Arc, time::Duration};
 
-use lq_core::{db, db::claim::ClaimLimits, validate_name, AppState, RateLimit, Registry};
+use lq_core::{db, validate_name, AppState, QueueLimits, RateLimit, Registry};
 use sqlx::{
     postgres::{PgConnectOptions, PgPoolOptions},
     PgConnection, PgPool,
@@ -36,7 +36,7 @@ pub struct RuntimeBuilder {
     pool: PgPool,
     queues: Vec<(String, usize)>,
     /// Queues with limits across every runtime: a global limit, a rate limit.
-    limits: HashMap<String, ClaimLimits>,
+    limits: HashMap<String, QueueLimits>,
     state: AppState,
     config: RuntimeConfig,
     /// Settings made one at a time; they win over `.config(..)` in either order.
@@ -448,7 +448,7 @@ const DRAIN_POLL: Duration = Duration::from_millis(10);
 /// Fails for a limit the runtime cannot apply: on a queue it does not serve, a
 /// global limit of 0, a rate limit that cannot work.
 fn check_limits(
-    limits: &HashMap<String, ClaimLimits>,
+    limits: &HashMap<String, QueueLimits>,
     queues: &[(String, usize)],
 ) -> Result<(), Error> {
     let mut named: Vec<_> = limits.iter().collect();

@@ -4,8 +4,8 @@
 
 use lq_core::{
     db,
-    db::claim::{ClaimLimits, ClaimSpec, ClaimedJob, GatedClaim, Limited, Turn},
-    Error,
+    db::claim::{ClaimSpec, ClaimedJob, GatedClaim, Limited, Turn},
+    Error, QueueLimits,
 };
 
 use crate::{hot_conn::HotConn, shared::Shared, stats::Stats};
@@ -44,7 +44,7 @@ pub(crate) enum Claim {
 pub(crate) async fn claim(
     shared: &Shared,
     hot: &mut HotConn,
-    (queue, limits): (&str, ClaimLimits),
+    (queue, limits): (&str, QueueLimits),
     limit: usize,
     second: bool,
 ) -> Result<Claim, Error> {
@@ -135,7 +135,7 @@ async fn claim_limited(
     shared: &Shared,
     hot: &mut HotConn,
     spec: ClaimSpec<'_>,
-    limits: ClaimLimits,
+    limits: QueueLimits,
     sent: &mut bool,
 ) -> Result<Claim, Error> {
     let t = shared.config.db_timeout;

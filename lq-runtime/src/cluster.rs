@@ -99,6 +99,7 @@ struct Presence {
     host: String,
     pid: i32,
     queues: serde_json::Value,
+    limits: serde_json::Value,
     kinds: Vec<String>,
 }
 
@@ -112,6 +113,14 @@ pub(crate) async fn run(shared: Arc<Shared>, queues: Vec<(String, usize)>) {
             queues
                 .into_iter()
                 .map(|(q, n)| (q, serde_json::Value::from(n)))
+                .collect(),
+        ),
+        limits: serde_json::Value::Object(
+            shared
+                .limits
+                .iter()
+                .filter(|(_, l)| !l.is_none())
+                .map(|(q, l)| (q.clone(), l.to_json()))
                 .collect(),
         ),
         // The kinds it can run, not every kind it links: a kind linked without a
@@ -212,6 +221,7 @@ async fn beat(
         pid: presence.pid,
         version: env!("CARGO_PKG_VERSION"),
         queues: &presence.queues,
+        limits: &presence.limits,
         kinds: &presence.kinds,
         // A runtime counts as alive for three leases without a beat.
         ttl_secs: lease * 3.0,

@@ -173,10 +173,10 @@ pub use lq_core::{
     pending_migrations, schema_version, sqlstate_in, sqlx, storable_error, validate_name, AppState,
     AttemptError, Backoff, BoxError, BulkEnqueued, CatchUp, CronSpec, CronTick, EnqueueOptions,
     EnqueueTarget, Enqueued, Enqueuer, Failure, Job, JobContext, JobDescriptor, JobError,
-    JobFilter, JobOptions, JobState, PendingMigration, Perform, PerformFn, RateLimit, Readiness,
-    Registry, DEFAULT_ENQUEUER_CONNECTIONS, DEFAULT_LEASE, MAX_ERRORS_KEPT, MAX_ERROR_BYTES,
-    MAX_META_BYTES, MAX_NAME_LEN, MAX_PAYLOAD_BYTES, MAX_RATE_PERIOD, MAX_UNIQUE_KEY_BYTES,
-    SCHEMA_VERSION,
+    JobFilter, JobOptions, JobState, PendingMigration, Perform, PerformFn, QueueLimits, RateLimit,
+    Readiness, Registry, DEFAULT_ENQUEUER_CONNECTIONS, DEFAULT_LEASE, MAX_ERRORS_KEPT,
+    MAX_ERROR_BYTES, MAX_META_BYTES, MAX_NAME_LEN, MAX_PAYLOAD_BYTES, MAX_RATE_PERIOD,
+    MAX_UNIQUE_KEY_BYTES, SCHEMA_VERSION,
 };
 pub use preflight::MAX_CONCURRENCY;
 pub use runtime::Runtime;

@@ -5,7 +5,7 @@
 use std::{sync::Arc, time::Instant};
 
 use futures_util::{stream::FuturesUnordered, StreamExt};
-use lq_core::{db::claim::ClaimLimits, Error};
+use lq_core::{Error, QueueLimits};
 use tokio::sync::Semaphore;
 use tracing::{debug, warn, Instrument};
 
@@ -67,7 +67,7 @@ struct Conn {
 pub(crate) async fn run(
     shared: Arc<Shared>,
     queue: String,
-    limits: ClaimLimits,
+    limits: QueueLimits,
     slots: Slots,
     wake: Arc<QueueWake>,
 ) {
@@ -291,7 +291,7 @@ fn give_back(main: &mut Option<Conn>, second: &mut Option<Conn>, conn: Conn) {
 /// `pauses_heard` is the queue's count of pauses heard of as it is sent.
 fn claim(
     shared: &Arc<Shared>,
-    (queue, limits): (&str, ClaimLimits),
+    (queue, limits): (&str, QueueLimits),
     (mut conn, reserved): (Conn, Reservation),
     limit: usize,
     slots: &Slots,

@@ -2,7 +2,7 @@
 
 use std::{collections::HashMap, future::Future, sync::Arc, time::Duration};
 
-use lq_core::{db, db::claim::ClaimLimits, AppState, Error, Registry};
+use lq_core::{db, AppState, Error, QueueLimits, Registry};
 use sqlx::{pool::PoolConnection, ConnectOptions, PgConnection, PgPool, Postgres};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
@@ -34,7 +34,7 @@ pub(crate) struct Shared {
     pub lease_secs: Vec<f64>,
     /// The served queues with limits across every runtime: a global limit
     /// (`RuntimeBuilder::global_limit`), a rate limit (`rate_limit`).
-    pub limits: HashMap<String, ClaimLimits>,
+    pub limits: HashMap<String, QueueLimits>,
     /// One wake-up per served queue, poked by NOTIFY, the idle poller and retry timers.
     pub wakers: HashMap<String, Arc<QueueWake>>,
     /// Fired by `shutdown()`: stop claiming, stop background duties.

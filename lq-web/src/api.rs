@@ -86,6 +86,10 @@ async fn stats_json(sh: &Shared) -> Result<serde_json::Value, lq_core::Error> {
             "scheduled": q.scheduled,
             "running": q.running,
             "oldest_available_wait_secs": q.oldest_available_wait.map(|d| d.as_secs_f64()),
+            "rate_limit": q.rate_limit.as_ref().map(|r| json!({
+                "allowed": r.limit.allowed(), "period_secs": r.limit.period().as_secs_f64(),
+                "tokens": r.tokens,
+            })),
         })).collect::<Vec<_>>(),
         "counts": counts.iter().chain(&dead).map(|c| json!({
             "queue": c.queue, "state": c.state, "count": c.count,

@@ -310,6 +310,7 @@ async fn a_beat_retried_after_its_reply_was_lost_finds_its_own_row() {
         pid: 1,
         version: "0",
         queues: &queues,
+        limits: &serde_json::json!({}),
         kinds: &kinds,
         ttl_secs: 60.0,
     };

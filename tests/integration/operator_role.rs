@@ -18,10 +18,11 @@ const OPERATOR_GRANTS: &str = "
     grant select, insert, update, delete on lq.jobs, lq.finished_jobs to {role};
     grant select, insert, update on lq.queues to {role};
     grant select on lq.all_jobs, lq.runtimes, lq.leader, lq.cron_schedules, lq.cron_ticks, lq.stats_minute,
-        lq.schema_migrations to {role};
+        lq.schema_migrations, lq.rate_limits to {role};
     grant pg_monitor to {role};";
 
-/// A read-only operator: SELECT on every table.
+/// A read-only operator: SELECT on every table but `lq.rate_limits` (as
+/// docs/roles.md gave them before schema 13), which hides only the rate limits.
 const READER_GRANTS: &str = "
     grant usage on schema lq to {role};
     grant select on lq.jobs, lq.finished_jobs, lq.all_jobs, lq.queues, lq.runtimes, lq.leader, lq.stats_minute,
@@ -53,6 +54,11 @@ async fn an_operator_with_the_documented_grants_can_do_everything_and_a_reader_o
     .execute(&db.pool)
     .await
     .unwrap();
+    // A rate limit's bucket, as a runtime with one leaves it.
+    sqlx::query("insert into lq.rate_limits values ('default', 2.5, 5, 1, now())")
+        .execute(&db.pool)
+        .await
+        .unwrap();
     let ops = pool_as(&db, &operator, 2).await;
     let ro = pool_as(&db, &reader, 2).await;
 
@@ -69,7 +75,20 @@ async fn an_operator_with_the_documented_grants_can_do_everything_and_a_reader_o
             .unwrap()
             .is_empty());
         control::get(pool, ids[0]).await.unwrap();
-        control::queues(pool).await.unwrap();
+        let queues = control::queues(pool).await.unwrap();
+        let rate = queues
+            .iter()
+            .find(|q| q.name == "default")
+            .unwrap()
+            .rate_limit
+            .as_ref();
+        if std::ptr::eq(pool, &ops) {
+            let rate = rate.expect("the operator reads the rate limit");
+            assert_eq!(rate.limit, lq_runtime::RateLimit::per_second(5));
+            assert!(rate.tokens >= 2.5, "{rate:?}");
+        } else {
+            assert_eq!(rate, None, "the reader may not read lq.rate_limits");
+        }
         control::runtimes(pool).await.unwrap();
         control::cron_schedules(pool).await.unwrap();
         control::stats(pool, Duration::from_secs(3600))

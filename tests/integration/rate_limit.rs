@@ -248,3 +248,59 @@ async fn a_role_without_the_buckets_grant_is_refused_a_rate_limit_at_start() {
         other => panic!("{:?}", other.map(|_| ())),
     }
 }
+
+/// Each runtime records its limits: `control::runtimes` shows them, and the
+/// doctor names the runtimes serving one queue that set different ones (one
+/// without the limit claims as if there were none).
+#[tokio::test]
+async fn the_doctor_names_runtimes_that_disagree_on_a_queues_limits() {
+    let db = TestDb::new().await;
+    let limited = rated(&db, 2)
+        .global_limit("rated", 3)
+        .owner("rt-limited")
+        .start()
+        .await
+        .unwrap();
+    let plain = Runtime::builder(db.pool.clone())
+        .queue("rated", 2)
+        .owner("rt-plain")
+        .start()
+        .await
+        .unwrap();
+    db.wait_for(
+        "both runtimes to beat",
+        "select count(*) = 2 from lq.runtimes where expires_at > now()",
+        Duration::from_secs(30),
+    )
+    .await;
+    let runtimes = lq_runtime::control::runtimes(&db.pool).await.unwrap();
+    let of = |id: &str| runtimes.iter().find(|r| r.id == id).unwrap();
+    let limits = of("rt-limited").limits["rated"];
+    assert_eq!((limits.global, limits.rate), (Some(3), Some(RATE)));
+    assert_eq!(
+        of("rt-limited").queues_described(),
+        ["rated×2 (at most 3 at once, 5 per 500ms)"]
+    );
+    assert!(of("rt-plain").limits.is_empty());
+    let check = |checks: Vec<lq_runtime::control::Check>| {
+        checks.into_iter().find(|c| c.name == "limits").unwrap()
+    };
+    let found = check(lq_runtime::control::doctor(&db.pool).await.unwrap());
+    assert!(!found.ok);
+    assert!(
+        found
+            .detail
+            .contains("rated: at most 3 at once, 5 per 500ms (rt-limited); none (rt-plain)"),
+        "{}",
+        found.detail
+    );
+    plain.shutdown().await.unwrap();
+    db.wait_for(
+        "the plain runtime's row to expire",
+        "select count(*) = 1 from lq.runtimes where expires_at > now()",
+        Duration::from_secs(30),
+    )
+    .await;
+    assert!(check(lq_runtime::control::doctor(&db.pool).await.unwrap()).ok);
+    limited.shutdown().await.unwrap();
+}

@@ -1170,6 +1170,7 @@ async fn the_schemas_owner_migrates_a_later_release_without_create_on_the_databa
     // A release with one more migration: the last one, not applied yet.
     sqlx::raw_sql(&format!(
         "drop table lq.rate_limits;
+         alter table lq.runtimes drop column limits;
          delete from lq.schema_migrations where version = {}",
         lq_runtime::SCHEMA_VERSION
     ))

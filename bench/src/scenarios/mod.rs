@@ -18,7 +18,7 @@ use std::{
 };
 
 use anyhow::Result;
-use lq_runtime::{Runtime, RuntimeConfig};
+use lq_runtime::{Runtime, RuntimeBuilder, RuntimeConfig};
 use sqlx::{postgres::PgConnectOptions, PgPool};
 
 use crate::{ceiling::Ceiling, jobs::Sink, paired::Paired, report::Report};
@@ -102,16 +102,24 @@ pub async fn start_runtime(
     let mut b = Runtime::builder(pool)
         .queue(QUEUE, concurrency)
         .config(config);
-    // For pricing a global limit only: `LQ_BENCH_GLOBAL_LIMIT=N` puts one on
-    // the queue (`N` at least the concurrency runs as many jobs at once as none).
-    if let Some(n) = std::env::var("LQ_BENCH_GLOBAL_LIMIT")
-        .ok()
-        .and_then(|v| v.parse().ok())
-    {
-        b = b.global_limit(QUEUE, n);
-    }
+    b = with_diagnosis_limits(b);
     if let Some(s) = sink {
         b = b.state(s);
     }
     Ok(b.start().await?)
+}
+
+/// For pricing the limits across runtimes only: `LQ_BENCH_GLOBAL_LIMIT=N` puts
+/// a global limit of `N` on the bench's queue (`N` at least the concurrency
+/// runs as many jobs at once as none), `LQ_BENCH_RATE_LIMIT=N` a rate limit of
+/// `N` jobs a second (a bucket of `N`).
+pub(crate) fn with_diagnosis_limits(mut b: RuntimeBuilder) -> RuntimeBuilder {
+    let knob = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u32>().ok());
+    if let Some(n) = knob("LQ_BENCH_GLOBAL_LIMIT") {
+        b = b.global_limit(QUEUE, n);
+    }
+    if let Some(n) = knob("LQ_BENCH_RATE_LIMIT") {
+        b = b.rate_limit(QUEUE, lq_runtime::RateLimit::per_second(n));
+    }
+    b
 }

@@ -59,21 +59,14 @@ async fn once(ctx: &Ctx, n: u64, fail_pct: u8) -> Result<serde_json::Value> {
             .fetch_one(&ctx.pool)
             .await?;
     let t0 = Instant::now();
-    let mut builder = Runtime::builder(pool.clone())
+    let builder = Runtime::builder(pool.clone())
         .queue(QUEUE, PARALLELISM)
         .config(RuntimeConfig {
             max_claim_batch: CLAIM_BATCH,
             ..Default::default()
         })
         .state(waits.clone());
-    // For pricing a global limit only, as in `start_runtime`.
-    if let Some(n) = std::env::var("LQ_BENCH_GLOBAL_LIMIT")
-        .ok()
-        .and_then(|v| v.parse().ok())
-    {
-        builder = builder.global_limit(QUEUE, n);
-    }
-    let rt = builder.start().await?;
+    let rt = super::with_diagnosis_limits(builder).start().await?;
     let limit = Duration::from_secs(if ctx.quick { 120 } else { 300 });
     while rt.stats().succeeded < n && t0.elapsed() < limit {
         tokio::time::sleep(Duration::from_millis(5)).await;

@@ -10,7 +10,10 @@ pub(crate) async fn run(pool: &PgPool, out: &Out) -> Result<Outcome, Failure> {
     out.emit(
         &json!({"runtimes": runtimes.iter().map(|r| json!({
             "id": r.id, "host": r.host, "pid": r.pid, "version": r.version,
-            "queues": r.queues, "kinds": r.kinds, "started_at": r.started_at,
+            "queues": r.queues,
+            "limits": r.limits.iter().map(|(q, l)| (q.clone(), l.to_json()))
+                .collect::<serde_json::Map<_, _>>(),
+            "kinds": r.kinds, "started_at": r.started_at,
             "heartbeat_at": r.heartbeat_at, "alive": r.alive, "leader": r.leader,
         })).collect::<Vec<_>>()}),
         || {
@@ -25,8 +28,7 @@ pub(crate) async fn run(pool: &PgPool, out: &Out) -> Result<Outcome, Failure> {
                 "",
             ]);
             for r in &runtimes {
-                let queues: Vec<String> =
-                    r.queues.iter().map(|(q, n)| format!("{q}×{n}")).collect();
+                let queues = r.queues_described();
                 let role = match (r.alive, r.leader) {
                     (false, _) => "gone",
                     (true, true) => "leader",

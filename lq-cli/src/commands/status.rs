@@ -44,6 +44,7 @@ struct Line {
     scheduled: u64,
     running: u64,
     oldest_wait: Option<Duration>,
+    rate_limit: Option<control::RateBucket>,
     succeeded_1h: u64,
     dead_1h: u64,
 }
@@ -59,6 +60,7 @@ async fn lines(pool: &PgPool) -> Result<BTreeMap<String, Line>, Failure> {
                 scheduled: q.scheduled,
                 running: q.running,
                 oldest_wait: q.oldest_available_wait,
+                rate_limit: q.rate_limit,
                 ..Line::default()
             },
         );
@@ -83,6 +85,10 @@ fn to_json(lines: &BTreeMap<String, Line>) -> serde_json::Value {
         "scheduled": l.scheduled, "running": l.running,
         "oldest_wait_secs": l.oldest_wait.map(|d| d.as_secs_f64()),
         "succeeded_last_hour": l.succeeded_1h, "dead_last_hour": l.dead_1h,
+        "rate_limit": l.rate_limit.as_ref().map(|r| json!({
+            "allowed": r.limit.allowed(), "period_secs": r.limit.period().as_secs_f64(),
+            "tokens": r.tokens, "refilled_at": r.refilled_at,
+        })),
     })).collect::<Vec<_>>()})
 }
 
@@ -101,6 +107,7 @@ fn print(out: &Out, lines: &BTreeMap<String, Line>) {
             "oldest wait",
             "succeeded 1h",
             "dead 1h",
+            "rate limit",
             "paused",
         ]);
         for (name, l) in lines {
@@ -112,6 +119,9 @@ fn print(out: &Out, lines: &BTreeMap<String, Line>) {
                 l.oldest_wait.map_or("-".to_owned(), human),
                 l.succeeded_1h.to_string(),
                 l.dead_1h.to_string(),
+                l.rate_limit
+                    .as_ref()
+                    .map_or("-".to_owned(), ToString::to_string),
                 l.paused.as_ref().map_or(String::new(), |p| {
                     format!("{} by {}", p.at.format("%F %T"), p.by)
                 }),

@@ -67,8 +67,8 @@ pub struct Check {
 /// Checks what makes a queue table slow down or jobs stop: the schema version,
 /// autovacuum, the oldest open transaction, replication slots no client reads
 /// (they keep WAL until the disk fills, and may hold back vacuum), dead rows in
-/// `lq.jobs`, queued jobs no live runtime would run, expired leases no one
-/// rescues, and whether a leader exists while runtimes run. Every check is
+/// `lq.jobs`, queued jobs no live runtime would run, live runtimes that set
+/// different limits on one queue, expired leases no one rescues, and whether a leader exists while runtimes run. Every check is
 /// reported, passing or not, except when the schema check fails: then it is the
 /// only one (the others read tables a missing or newer schema may not have).
 ///
@@ -88,12 +88,13 @@ pub async fn doctor(pool: &PgPool) -> Result<Vec<Check>, Error> {
     if !usable {
         return Ok(checks);
     }
-    let (f, unserved, idle_slots) = pinned(pool, "doctor", |conn| {
+    let (f, unserved, idle_slots, runtimes) = pinned(pool, "doctor", |conn| {
         Box::pin(async move {
             let f = db::doctor::doctor_figures(conn, STALE_LEASE.as_secs_f64()).await?;
             let unserved = db::doctor::doctor_unserved(conn).await?;
             let idle_slots = db::doctor::doctor_idle_slots(conn).await?;
-            Ok((f, unserved, idle_slots))
+            let runtimes = db::cluster::runtimes_list(conn).await?;
+            Ok((f, unserved, idle_slots, runtimes))
         })
     })
     .await?;
@@ -171,6 +172,7 @@ pub async fn doctor(pool: &PgPool) -> Result<Vec<Check>, Error> {
             format!("no live runtime runs: {}", list.join(", "))
         },
     });
+    checks.push(super::limits_check::limits_check(&runtimes));
     checks.push(Check {
         name: "leases",
         ok: f.expired_leases == 0,

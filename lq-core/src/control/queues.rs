@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 
 use super::pinned;
-use crate::{db, validate_name, Error};
+use crate::{db, validate_name, Error, RateLimit};
 
 /// Longest `paused_by` note kept, in bytes.
 const MAX_PAUSED_BY_BYTES: usize = 200;
@@ -68,14 +68,34 @@ pub async fn resume_queue(pool: &PgPool, queue: &str) -> Result<bool, Error> {
 /// # Ok(()) }
 /// ```
 pub async fn queues(pool: &PgPool) -> Result<Vec<QueueInfo>, Error> {
-    let rows = pinned(pool, "queue_overview", |conn| {
-        Box::pin(async move { db::queues::queue_overview(conn).await })
+    let (rows, buckets) = pinned(pool, "queue_overview", |conn| {
+        Box::pin(async move {
+            let rows = db::queues::queue_overview(conn).await?;
+            // Empty for a role granted what operators needed before schema
+            // 13: its queues, without their rate limits.
+            let buckets = db::queues::queue_rate_limits(conn).await?;
+            Ok((rows, buckets))
+        })
     })
     .await?;
     let count = |n: i64| u64::try_from(n).unwrap_or(0);
+    let mut buckets: std::collections::HashMap<String, RateBucket> = buckets
+        .into_iter()
+        .map(|b| {
+            let period = Duration::try_from_secs_f64(b.period_secs).unwrap_or(Duration::ZERO);
+            let limit = RateLimit::new(u32::try_from(b.allowed).unwrap_or(0), period);
+            let bucket = RateBucket {
+                limit,
+                tokens: b.tokens_now,
+                refilled_at: b.updated_at,
+            };
+            (b.queue, bucket)
+        })
+        .collect();
     Ok(rows
         .into_iter()
         .map(|r| QueueInfo {
+            rate_limit: buckets.remove(&r.name),
             name: r.name,
             paused: r.paused_at.map(|at| Paused {
                 at,
@@ -108,6 +128,29 @@ pub struct QueueInfo {
     /// How long the oldest ready job has waited past its `run_at`: the figure to
     /// alert on when a queue is stuck or under-provisioned.
     pub oldest_available_wait: Option<Duration>,
+    /// The queue's rate limit, once a runtime with one has claimed from it
+    /// (`RuntimeBuilder::rate_limit`). `None` also when the caller's role may
+    /// not read `lq.rate_limits`.
+    pub rate_limit: Option<RateBucket>,
+}
+
+/// A queue's rate limit as its bucket in `lq.rate_limits` holds it.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct RateBucket {
+    /// The rate the last claim of the queue ran at.
+    pub limit: RateLimit,
+    /// The jobs it may start now: the tokens a refill now would leave.
+    pub tokens: f64,
+    /// When a claim last refilled it (database time).
+    pub refilled_at: DateTime<Utc>,
+}
+
+impl std::fmt::Display for RateBucket {
+    /// `600 per 60s (12 left)`: the rate, and the whole tokens it holds now.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({} left)", self.limit, self.tokens.max(0.0).floor())
+    }
 }
 
 /// Who paused a queue, and when.

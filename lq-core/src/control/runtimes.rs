@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 
 use super::pinned;
-use crate::{db, Error};
+use crate::{db, Error, QueueLimits};
 
 /// Every runtime that has reported itself in `lq.runtimes`, oldest first: its
 /// host, queues, kinds and version, when it last beat, and whether it is the
@@ -38,6 +38,17 @@ pub async fn runtimes(pool: &PgPool) -> Result<Vec<RuntimeInfo>, Error> {
                         .collect()
                 })
                 .unwrap_or_default(),
+            limits: r
+                .limits
+                .as_ref()
+                .and_then(|l| l.as_object())
+                .map(|l| {
+                    l.iter()
+                        .map(|(name, v)| (name.clone(), QueueLimits::from_json(v)))
+                        .filter(|(_, l)| !l.is_none())
+                        .collect()
+                })
+                .unwrap_or_default(),
             id: r.id,
             host: r.host,
             pid: r.pid,
@@ -65,6 +76,10 @@ pub struct RuntimeInfo {
     pub version: String,
     /// The queues it serves, with the concurrency of each.
     pub queues: BTreeMap<String, u64>,
+    /// The limits across runtimes it sets on its queues, for those with any
+    /// (`RuntimeBuilder::global_limit`, `rate_limit`); empty for a runtime
+    /// built before schema 13.
+    pub limits: BTreeMap<String, QueueLimits>,
     /// Every kind it can run (a `Perform` linked into its binary).
     pub kinds: Vec<String>,
     /// When it started.
@@ -75,4 +90,19 @@ pub struct RuntimeInfo {
     pub alive: bool,
     /// True while it holds the maintenance leader's lease.
     pub leader: bool,
+}
+
+impl RuntimeInfo {
+    /// Each queue it serves as `lq runtimes` and the dashboard show it: its
+    /// concurrency, and its limits across runtimes if it sets any, as
+    /// `partner_api×10 (at most 4 at once, 600 per 60s)`.
+    pub fn queues_described(&self) -> Vec<String> {
+        self.queues
+            .iter()
+            .map(|(q, n)| match self.limits.get(q) {
+                Some(limits) => format!("{q}×{n} ({limits})"),
+                None => format!("{q}×{n}"),
+            })
+            .collect()
+    }
 }

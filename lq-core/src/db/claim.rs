@@ -5,7 +5,7 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::err;
-use crate::{Error, RateLimit};
+use crate::{Error, QueueLimits, RateLimit};
 
 /// The rows a claim may take from the queue named by `$queue` (SQL text): queued,
 /// due by `$clock`, of a kind in `$2`, the queue not paused. Shared by
@@ -378,24 +378,6 @@ pub async fn job_claim_in_turn(
 /// second key is `hashtext(queue)`), held for one claim's transaction.
 pub const GLOBAL_LIMIT_LOCK_KEY: i32 = 0x6c71_6c00;
 
-/// The limits across every runtime that a queue's claims obey, beyond the
-/// runtime's own slots: at most `global` of its jobs running at once, and jobs
-/// started at most at `rate`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ClaimLimits {
-    /// Most jobs of the queue running at once (Oban's and River's global limit).
-    pub global: Option<u32>,
-    /// Most jobs of the queue started per period.
-    pub rate: Option<RateLimit>,
-}
-
-impl ClaimLimits {
-    /// Neither limit: the queue claims through [`job_claim_gated`].
-    pub fn is_none(&self) -> bool {
-        self.global.is_none() && self.rate.is_none()
-    }
-}
-
 /// What a claim under a queue's limits ([`job_claim_limited`]) came to.
 #[derive(Debug)]
 pub enum Limited {
@@ -418,7 +400,7 @@ pub enum Limited {
     GaveUp,
 }
 
-/// [`job_claim`] for a queue with [`ClaimLimits`]. The claims of the queue
+/// [`job_claim`] for a queue with [`QueueLimits`]. The claims of the queue
 /// take turns on one advisory lock ([`GLOBAL_LIMIT_LOCK_KEY`]); holding it, a
 /// claim
 /// - under a global limit, counts the queue's running jobs in a statement
@@ -437,7 +419,7 @@ pub enum Limited {
 pub async fn job_claim_limited(
     conn: &mut PgConnection,
     mut spec: ClaimSpec<'_>,
-    limits: ClaimLimits,
+    limits: QueueLimits,
     bound: std::time::Duration,
     give_up: impl std::future::Future<Output = ()>,
 ) -> Result<Limited, Error> {

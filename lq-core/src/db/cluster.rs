@@ -15,6 +15,8 @@ pub struct RuntimeRecord<'a> {
     pub version: &'a str,
     /// `{"queue": concurrency}`.
     pub queues: &'a serde_json::Value,
+    /// `{"queue": limits}` for the queues with limits (`QueueLimits::to_json`).
+    pub limits: &'a serde_json::Value,
     pub kinds: &'a [String],
     /// How long the row stays valid without another beat.
     pub ttl_secs: f64,
@@ -33,10 +35,10 @@ pub async fn runtime_beat(
     started_at: DateTime<Utc>,
 ) -> Result<bool, Error> {
     sqlx::query_scalar::<_, bool>(
-        "insert into lq.runtimes (id, host, pid, version, queues, kinds, started_at, expires_at)
-         values ($1, $2, $3, $4, $5, $6, $8, now() + make_interval(secs => $7))
+        "insert into lq.runtimes (id, host, pid, version, queues, kinds, started_at, expires_at, limits)
+         values ($1, $2, $3, $4, $5, $6, $8, now() + make_interval(secs => $7), $9)
          on conflict (id) do update set heartbeat_at = now(), expires_at = excluded.expires_at,
-             queues = excluded.queues, kinds = excluded.kinds,
+             queues = excluded.queues, kinds = excluded.kinds, limits = excluded.limits,
              host = excluded.host, pid = excluded.pid, version = excluded.version,
              started_at = excluded.started_at
          where lq.runtimes.started_at = excluded.started_at or lq.runtimes.expires_at < now()
@@ -50,6 +52,7 @@ pub async fn runtime_beat(
     .bind(r.kinds)
     .bind(r.ttl_secs)
     .bind(started_at)
+    .bind(r.limits)
     .fetch_optional(&mut *conn)
     .await
     .map(|written| written.is_some())
@@ -143,13 +146,15 @@ pub async fn leader_resign(
 }
 
 /// One row of `lq.runtimes`, with whether it holds a valid leader lease.
-#[derive(Debug, sqlx::FromRow)]
+#[derive(Debug, Clone, sqlx::FromRow)]
 pub struct RuntimeRow {
     pub id: String,
     pub host: String,
     pub pid: i32,
     pub version: String,
     pub queues: serde_json::Value,
+    /// Null for a runtime built before schema 13.
+    pub limits: Option<serde_json::Value>,
     pub kinds: Vec<String>,
     pub started_at: DateTime<Utc>,
     pub heartbeat_at: DateTime<Utc>,
@@ -161,7 +166,7 @@ pub struct RuntimeRow {
 /// Every runtime row, oldest first, expired ones included (marked not alive).
 pub async fn runtimes_list(conn: &mut PgConnection) -> Result<Vec<RuntimeRow>, Error> {
     sqlx::query_as(
-        "select r.id, r.host, r.pid, r.version, r.queues, r.kinds, r.started_at, r.heartbeat_at,
+        "select r.id, r.host, r.pid, r.version, r.queues, r.limits, r.kinds, r.started_at, r.heartbeat_at,
              r.expires_at, r.expires_at >= now() as alive,
              coalesce(l.expires_at >= now(), false) as leader
          from lq.runtimes r

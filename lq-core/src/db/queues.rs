@@ -98,6 +98,46 @@ pub async fn queue_overview(conn: &mut PgConnection) -> Result<Vec<QueueRow>, Er
     .map_err(err("queue_overview"))
 }
 
+/// One rate limit's bucket as [`queue_rate_limits`] reads it.
+#[derive(Debug, sqlx::FromRow)]
+pub struct RateLimitRow {
+    pub queue: String,
+    pub allowed: i32,
+    pub period_secs: f64,
+    /// The tokens the bucket would hold if refilled now.
+    pub tokens_now: f64,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// Every queue's rate-limit bucket (`lq.rate_limits`), with its tokens as a
+/// refill now would leave them; reads only, so it moves no token. None when
+/// the role may not read the table (granted what operators needed before
+/// schema 13) or there is none yet: an overview without rate limits rather
+/// than no overview.
+pub async fn queue_rate_limits(conn: &mut PgConnection) -> Result<Vec<RateLimitRow>, Error> {
+    let readable: bool = sqlx::query_scalar(
+        "select case when pg_catalog.to_regclass('lq.rate_limits') is null then false
+                     else pg_catalog.has_table_privilege('lq.rate_limits', 'SELECT') end",
+    )
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(err("queue_rate_limits"))?;
+    if !readable {
+        return Ok(Vec::new());
+    }
+    sqlx::query_as(
+        "select queue, allowed, period_secs,
+             least(allowed::float8,
+                   tokens + greatest(0, extract(epoch from now() - updated_at)::float8)
+                            * allowed / period_secs) as tokens_now,
+             updated_at
+         from lq.rate_limits order by queue",
+    )
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(err("queue_rate_limits"))
+}
+
 /// True while any of `queues` has a job ready to run or running.
 pub async fn queues_busy(conn: &mut PgConnection, queues: &[String]) -> Result<bool, Error> {
     sqlx::query_scalar(

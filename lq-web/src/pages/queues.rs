@@ -22,7 +22,7 @@ pub(crate) async fn page(ctx: Ctx, State(sh): State<Arc<Shared>>, uri: Uri) -> R
                 table.queues {
                     thead { tr {
                         th { "queue" } th { "status" } th.num { "available" } th.num { "scheduled" }
-                        th.num { "running" } th { "oldest wait" } th { "paused since" } th { "paused by" }
+                        th.num { "running" } th { "oldest wait" } th { "rate limit" } th { "paused since" } th { "paused by" }
                         @if ctx.can_act() { th {} }
                     } }
                     tbody {
@@ -34,6 +34,7 @@ pub(crate) async fn page(ctx: Ctx, State(sh): State<Arc<Shared>>, uri: Uri) -> R
                                 td.num { (layout::count(q.scheduled)) }
                                 td.num { (layout::count(q.running)) }
                                 td { (q.oldest_available_wait.map(layout::duration).unwrap_or_default()) }
+                                td.rate { (q.rate_limit.as_ref().map(ToString::to_string).unwrap_or_default()) }
                                 td { (layout::opt_time(q.paused.as_ref().map(|p| p.at))) }
                                 td { (q.paused.as_ref().map(|p| p.by.as_str()).unwrap_or("")) }
                                 @if ctx.can_act() { td { (toggle(&ctx, &q.name, q.paused.is_some(), "queues")) } }

@@ -39,7 +39,7 @@ pub(crate) fn table(rts: &[RuntimeInfo]) -> Markup {
                             td { (rt.host) }
                             td.num { (rt.pid) }
                             td { (rt.version) }
-                            td { (rt.queues.iter().map(|(q, n)| format!("{q}×{n}")).collect::<Vec<_>>().join(", ")) }
+                            td { (rt.queues_described().join(", ")) }
                             td.num title=(rt.kinds.join(", ")) { (rt.kinds.len()) }
                             td { (layout::time(rt.started_at)) }
                             td { (layout::time(rt.heartbeat_at)) }

@@ -20,9 +20,10 @@ use crate::{
 /// for the `mail` queue: 40 succeeded, 2 dead.
 async fn cluster(db: &TestDb) {
     sqlx::raw_sql(
-        "insert into lq.runtimes (id, host, pid, version, queues, kinds, expires_at) values
-             ('rt-a', 'host-a', 101, '0.1.0', '{\"mail\": 4}', '{web.mail}', now() + interval '1 minute'),
-             ('rt-b', 'host-b', 202, '0.1.0', '{\"default\": 2}', '{web.report}', now() + interval '1 minute');
+        "insert into lq.runtimes (id, host, pid, version, queues, kinds, expires_at, limits) values
+             ('rt-a', 'host-a', 101, '0.1.0', '{\"mail\": 4}', '{web.mail}', now() + interval '1 minute',
+              '{\"mail\": {\"global\": 2}}'),
+             ('rt-b', 'host-b', 202, '0.1.0', '{\"default\": 2}', '{web.report}', now() + interval '1 minute', null);
          insert into lq.leader (holder, expires_at) values ('rt-a', now() + interval '1 minute');
          insert into lq.cron_schedules (kind, last_tick, expr, tz, catch_up, queue, declared_by)
              values ('web.nightly', date_trunc('hour', now()), '0 3 * * *', 'Europe/Paris', 'once', 'default', 'rt-a');",
@@ -232,11 +233,16 @@ async fn queues_cron_and_runtimes_pages_show_what_the_database_holds() {
         .await
         .unwrap();
     cluster(&db).await;
+    sqlx::query("insert into lq.rate_limits values ('mail', 0, 600, 60, now())")
+        .execute(&db.pool)
+        .await
+        .unwrap();
 
     get(&app, "/queues")
         .await
         .expect(StatusCode::OK)
         .has(r#"<tr data-queue="mail">"#)
+        .has(r#"<td class="rate">600 per 60s ("#)
         .has("alice: outage")
         .has(r#"action="/queues/mail/resume""#);
     let cron = get(&app, "/cron").await;
@@ -251,7 +257,7 @@ async fn queues_cron_and_runtimes_pages_show_what_the_database_holds() {
         .await
         .expect(StatusCode::OK)
         .has(r#"<tr data-runtime="rt-b">"#)
-        .has("mail×4")
+        .has("mail×4 (at most 2 at once)")
         .has("badge leader");
 }
 
