@@ -127,10 +127,11 @@ async fn claim_with(
 }
 
 /// A claim on a queue with a global or a rate limit (sets `sent` as
-/// [`claim_with`] does): waits its turn on the queue's limit lock (whatever the
-/// claim slots), then claims at most the room the limits leave
-/// ([`db::claim::job_claim_limited`]), trying again when the wait outlasts its
-/// bound. At shutdown a claim that would wait claims nothing.
+/// [`claim_with`] does): waits its turn on the queue's limit lock, or with a
+/// rate limit alone on its bucket's row (whatever the claim slots), then claims
+/// at most the room the limits leave ([`db::claim::job_claim_limited`]), trying
+/// again when the wait for the lock outlasts its bound. At shutdown a claim
+/// that would wait for the lock claims nothing.
 async fn claim_limited(
     shared: &Shared,
     hot: &mut HotConn,

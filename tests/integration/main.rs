@@ -25,6 +25,7 @@ mod outcomes;
 mod polling;
 mod queues;
 mod rate_limit;
+mod rate_limit_claim;
 mod readiness;
 mod reclaim;
 mod refused_outcomes;

@@ -5,7 +5,7 @@ use sqlx::PgConnection;
 use uuid::Uuid;
 
 use super::err;
-use crate::{Error, QueueLimits, RateLimit};
+use crate::Error;
 
 /// The rows a claim may take from the queue named by `$queue` (SQL text): queued,
 /// due by `$clock`, of a kind in `$2`, the queue not paused. Shared by
@@ -120,17 +120,17 @@ impl<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow> for ClaimedJob {
 macro_rules! claim_statement {
     ($gate:literal, $clock:literal) => {
         concat!(
-            claim_ctes!($gate, $clock),
+            claim_ctes!($gate, $clock, "$3"),
             "\n         select * from claimed"
         )
     };
 }
 
 /// The CTEs of [`claim_statement!`], `picked` and `claimed`, without the final
-/// select: for a statement that does more with the claimed rows (the rate
-/// limit's debit, [`job_claim_limited`]).
+/// select, taking at most `$limit` rows (SQL text): for a statement that does
+/// more with the claimed rows (the rate limit's debit, [`job_claim_limited`]).
 macro_rules! claim_ctes {
-    ($gate:literal, $clock:literal) => {
+    ($gate:literal, $clock:literal, $limit:literal) => {
         concat!(
             "picked as materialized (
              select ctid from lq.jobs
@@ -140,7 +140,9 @@ macro_rules! claim_ctes {
             $gate,
             "
              order by priority desc, run_at, id
-             limit $3
+             limit ",
+            $limit,
+            "
              for update skip locked
          ),
          claimed as (
@@ -160,6 +162,10 @@ macro_rules! claim_ctes {
         )
     };
 }
+
+// After the macros above, which it uses (a macro is in scope below its definition).
+mod limited;
+pub use limited::{job_claim_limited, Limited, GLOBAL_LIMIT_LOCK_KEY};
 
 /// First key of the advisory locks that bound the claims in flight on a queue
 /// (`lqc` and a slot number; the second key is `hashtext(queue)`). Operators see
@@ -216,15 +222,7 @@ fn claim_query<'q>(
     spec: ClaimSpec<'q>,
 ) -> Result<sqlx::query::QueryAs<'q, sqlx::Postgres, ClaimedJob, sqlx::postgres::PgArguments>, Error>
 {
-    // A job past the last token would be leased without one, which the table's
-    // lease check refuses: say why here instead.
-    if usize::try_from(spec.limit).unwrap_or(usize::MAX) > spec.tokens.len() {
-        return Err(err("job_claim")(sqlx::Error::Protocol(format!(
-            "a claim of up to {} jobs was given {} lease tokens",
-            spec.limit,
-            spec.tokens.len()
-        ))));
-    }
+    enough_tokens(&spec)?;
     Ok(sqlx::query_as(sql)
         .bind(spec.queue)
         .bind(spec.kinds)
@@ -232,6 +230,20 @@ fn claim_query<'q>(
         .bind(spec.owner)
         .bind(spec.lease_secs)
         .bind(spec.tokens))
+}
+
+/// Fails unless `spec` has a lease token for every job it may claim: a job past
+/// the last token would be leased without one, which the table's lease check
+/// refuses, so say why here instead.
+fn enough_tokens(spec: &ClaimSpec<'_>) -> Result<(), Error> {
+    if usize::try_from(spec.limit).unwrap_or(usize::MAX) > spec.tokens.len() {
+        return Err(err("job_claim")(sqlx::Error::Protocol(format!(
+            "a claim of up to {} jobs was given {} lease tokens",
+            spec.limit,
+            spec.tokens.len()
+        ))));
+    }
+    Ok(())
 }
 
 /// What a claim asks for: up to `limit` ready jobs of `kinds` from `queue`, leased
@@ -371,161 +383,6 @@ pub async fn job_claim_in_turn(
         .map_err(err("job_claim"))?;
     tx.commit().await.map_err(err("job_claim"))?;
     Ok(Turn::Claimed(jobs))
-}
-
-/// First key of the advisory lock that makes the claims of a queue with a
-/// global limit or a rate limit take turns across every runtime (`lql`; the
-/// second key is `hashtext(queue)`), held for one claim's transaction.
-pub const GLOBAL_LIMIT_LOCK_KEY: i32 = 0x6c71_6c00;
-
-/// What a claim under a queue's limits ([`job_claim_limited`]) came to.
-#[derive(Debug)]
-pub enum Limited {
-    /// Its turn came and it claimed these jobs (committed), at most the room
-    /// the limits left.
-    Claimed {
-        /// The jobs claimed.
-        jobs: Vec<ClaimedJob>,
-        /// The global limit, not the queue running dry, stopped the claim:
-        /// the queue's running jobs reached it, so ready jobs may be left.
-        at_limit: bool,
-        /// The rate limit stopped the claim: no whole token was left, and the
-        /// next comes after this.
-        next_token: Option<std::time::Duration>,
-    },
-    /// The lock stayed taken past the wait's bound: nothing claimed.
-    TimedOut,
-    /// The caller gave up while it waited (see [`Turn::GaveUp`]): the connection
-    /// must be closed, not reused.
-    GaveUp,
-}
-
-/// [`job_claim`] for a queue with [`QueueLimits`]. The claims of the queue
-/// take turns on one advisory lock ([`GLOBAL_LIMIT_LOCK_KEY`]); holding it, a
-/// claim
-/// - under a global limit, counts the queue's running jobs in a statement
-///   whose snapshot holds every earlier claim's commit. A count can only be too
-///   high (a job finishing meanwhile), never too low, so the limit is never
-///   passed;
-/// - under a rate limit, refills the queue's token bucket in `lq.rate_limits`
-///   by the database time passed since its last refill (creating it full), and
-///   spends a token for each job it claims in the claim's own statement;
-///
-/// and claims at most the room both leave. Five round trips with one limit, six
-/// with both, for queues that asked for them. `give_up` works as for
-/// [`job_claim_in_turn`]; the wait and each statement get an equal share of
-/// four fifths of `bound` on the server, so the transaction ends before the
-/// caller gives up on it.
-pub async fn job_claim_limited(
-    conn: &mut PgConnection,
-    mut spec: ClaimSpec<'_>,
-    limits: QueueLimits,
-    bound: std::time::Duration,
-    give_up: impl std::future::Future<Output = ()>,
-) -> Result<Limited, Error> {
-    let statements = 2 + u32::from(limits.global.is_some()) + u32::from(limits.rate.is_some());
-    let mut tx = match wait_for_lock(
-        conn,
-        GLOBAL_LIMIT_LOCK_KEY,
-        spec.queue,
-        bound,
-        statements,
-        give_up,
-    )
-    .await?
-    {
-        Waited::Holding(tx) => tx,
-        Waited::TimedOut => return Ok(Limited::TimedOut),
-        Waited::GaveUp => return Ok(Limited::GaveUp),
-    };
-    let asked = spec.limit;
-    let mut global_room = i64::MAX;
-    if let Some(global) = limits.global {
-        let running: i64 = sqlx::query_scalar(
-            "select count(*) from lq.jobs where queue = $1 and state = 'running'",
-        )
-        .bind(spec.queue)
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(err("job_claim"))?;
-        global_room = i64::from(global).saturating_sub(running).max(0);
-    }
-    let mut tokens = f64::INFINITY;
-    if let Some(rate) = limits.rate {
-        tokens = refill_bucket(&mut tx, spec.queue, rate).await?;
-    }
-    // Whole tokens only; at most `allowed` (a bucket's size), so the cast holds.
-    let rate_room = if tokens.is_finite() {
-        tokens.floor() as i64
-    } else {
-        i64::MAX
-    };
-    spec.limit = asked.min(global_room).min(rate_room);
-    let jobs = if spec.limit == 0 {
-        Vec::new()
-    } else if limits.rate.is_some() {
-        let sql = concat!(
-            "with ",
-            claim_ctes!("true", "statement_timestamp()"),
-            ",
-         debit as (
-             update lq.rate_limits set tokens = tokens - (select count(*) from claimed)
-             where queue = $1
-         )
-         select * from claimed"
-        );
-        claim_query(sql, spec)?
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(err("job_claim"))?
-    } else {
-        let sql = concat!("with ", claim_statement!("true", "statement_timestamp()"));
-        claim_query(sql, spec)?
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(err("job_claim"))?
-    };
-    tx.commit().await.map_err(err("job_claim"))?;
-    let got = jobs.len() as i64;
-    // A claim that took all the room a limit left, when that was no more than
-    // it asked, was stopped by that limit; one that got fewer found the queue dry.
-    let at_limit = got == global_room && global_room <= asked;
-    let next_token = match limits.rate {
-        Some(rate) if got == rate_room && rate_room <= asked => {
-            Some(rate.until_next_token(tokens - got as f64))
-        }
-        _ => None,
-    };
-    Ok(Limited::Claimed {
-        jobs,
-        at_limit,
-        next_token,
-    })
-}
-
-/// Refills `queue`'s token bucket by the database time passed since its last
-/// refill, at `rate`, up to its size (a bucket not there yet starts full), and
-/// returns the tokens it holds. The row stays locked until the transaction
-/// ends, and records `rate` for operators to see.
-async fn refill_bucket(tx: &mut PgConnection, queue: &str, rate: RateLimit) -> Result<f64, Error> {
-    sqlx::query_scalar(
-        "insert into lq.rate_limits as b (queue, tokens, allowed, period_secs, updated_at)
-         values ($1, $2::int4::float8, $2::int4, $3::float8, statement_timestamp())
-         on conflict (queue) do update
-         set tokens = least(excluded.allowed::float8,
-                            b.tokens + greatest(0, extract(epoch from statement_timestamp() - b.updated_at)::float8)
-                                       * excluded.allowed / excluded.period_secs),
-             allowed = excluded.allowed,
-             period_secs = excluded.period_secs,
-             updated_at = statement_timestamp()
-         returning tokens",
-    )
-    .bind(queue)
-    .bind(i32::try_from(rate.allowed()).unwrap_or(i32::MAX))
-    .bind(rate.period().as_secs_f64())
-    .fetch_one(&mut *tx)
-    .await
-    .map_err(err("job_claim"))
 }
 
 /// How a wait for an advisory lock ended.
