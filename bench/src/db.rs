@@ -233,6 +233,11 @@ pub struct TableStats {
     pub heap_read: i64,
     pub idx_hit: i64,
     pub idx_read: i64,
+    /// Rows updated (of them `hot_updated` without new index entries) and
+    /// deleted, in all.
+    pub updated: i64,
+    pub hot_updated: i64,
+    pub deleted: i64,
 }
 
 pub async fn table_stats(pool: &PgPool) -> Result<TableStats> {
@@ -240,7 +245,8 @@ pub async fn table_stats(pool: &PgPool) -> Result<TableStats> {
         "select t.n_live_tup as live, t.n_dead_tup as dead,
                 t.vacuum_count + t.autovacuum_count as vacuums,
                 coalesce(io.heap_blks_hit, 0) as heap_hit, coalesce(io.heap_blks_read, 0) as heap_read,
-                coalesce(io.idx_blks_hit, 0) as idx_hit, coalesce(io.idx_blks_read, 0) as idx_read
+                coalesce(io.idx_blks_hit, 0) as idx_hit, coalesce(io.idx_blks_read, 0) as idx_read,
+                t.n_tup_upd as updated, t.n_tup_hot_upd as hot_updated, t.n_tup_del as deleted
          from pg_stat_user_tables t join pg_statio_user_tables io using (relid)
          where t.schemaname = 'lq' and t.relname = 'jobs'",
     )

@@ -17,7 +17,9 @@
 //! backlogs,runtimes` runs only the curves named. For a diagnosis,
 //! `LQ_BENCH_CHILD_CLAIM_AHEAD=off` turns claim-ahead off, and
 //! `LQ_BENCH_CHILD_MAX_CLAIM_BATCH=N` sets `max_claim_batch`, in the runtime
-//! processes of the `runtimes` curve (not the shipped defaults then).
+//! processes of the `runtimes` curve (not the shipped defaults then), and
+//! `LQ_BENCH_CURVES_WARM=1` starts those runtimes before the drain is timed
+//! (see [`child::warm_start`]).
 
 pub mod child;
 pub mod claims;
@@ -247,6 +249,10 @@ async fn drain_in_process(
 /// `r` runtime processes drain the whole prefilled queue of `n` jobs together;
 /// measured from `go` to the queue found empty. Returns the children's reports too.
 async fn drain_processes(ctx: &Ctx, r: usize, n: u64) -> Result<(Drained, Vec<ChildReport>)> {
+    let warm = child::warm_start();
+    if warm {
+        lq_runtime::control::pause_queue(&ctx.pool, QUEUE, "lq-bench: runtimes starting").await?;
+    }
     let mut kids = (0..r)
         .map(|_| Child::spawn(DEFAULT_CONCURRENCY))
         .collect::<Result<Vec<_>>>()?;
@@ -257,6 +263,9 @@ async fn drain_processes(ctx: &Ctx, r: usize, n: u64) -> Result<(Drained, Vec<Ch
     let watch = Watch::open(&ctx.opts).await?;
     let cpu0 = CpuSnap::now();
     let t0 = Instant::now();
+    if warm {
+        lq_runtime::control::resume_queue(&ctx.pool, QUEUE).await?;
+    }
     for k in &mut kids {
         k.go().await?;
     }
@@ -466,17 +475,22 @@ async fn runtimes(ctx: &mut Ctx) -> Result<()> {
         announce(&format!(
             "curve runtimes {r}: {r} runtime process(es) drain {n}, concurrency {DEFAULT_CONCURRENCY} each"
         ));
+        let s0 = db::table_stats(&ctx.pool).await?;
         let (d, reports) = drain_processes(ctx, r, n).await?;
+        let s1 = db::table_stats(&ctx.pool).await?;
         d.print();
         let per = per_process(&reports);
         println!("    per process: {}", per);
+        let work = work_per_job(ctx, &s0, &s1, &d).await?;
+        println!("    per job: {work}");
         ctx.report.row(
             format!("9d. curve: {r} runtime process(es) sharing the server"),
             format!("drain {}: {}/s", short(n), thousands(d.rate())),
-            d.tail(),
+            format!("{}; per job: {work}", d.tail()),
             None,
         );
         let mut detail = d.json();
+        detail["per_job"] = json!(work);
         detail["processes"] =
             json!(reports
             .iter()
@@ -487,6 +501,36 @@ async fn runtimes(ctx: &mut Ctx) -> Result<()> {
         ctx.report.detail(&format!("curve_runtimes_{r}"), detail);
     }
     Ok(())
+}
+
+/// Where the server's work a job went in a drain of the `runtimes` curve, for
+/// telling why the curve bends: PostgreSQL's CPU, the jobs a claim and a
+/// completion statement took on average (each stamps one `started_at` or
+/// `finished_at`), and the `lq.jobs` heap and index blocks touched and rows
+/// written (between `s0` and `s1`, read after every runtime process ended and
+/// so flushed its statistics).
+async fn work_per_job(
+    ctx: &Ctx,
+    s0: &db::TableStats,
+    s1: &db::TableStats,
+    d: &Drained,
+) -> Result<String> {
+    let (done, claims, completions) = db::batches(&ctx.pool, 0).await?;
+    let jobs = done.max(1) as f64;
+    let blocks = |hit: i64, read: i64| (hit + read) as f64 / jobs;
+    Ok(format!(
+        "PostgreSQL {:.1} µs of CPU; claim batch {:.0}, completion batch {:.0}; \
+         lq.jobs blocks touched: heap {:.2}, index {:.2}; rows updated {:.3} \
+         (HOT {:.3}), deleted {:.3}",
+        d.cores_pg * d.secs * 1e6 / jobs,
+        jobs / claims.max(1) as f64,
+        jobs / completions.max(1) as f64,
+        blocks(s1.heap_hit - s0.heap_hit, s1.heap_read - s0.heap_read),
+        blocks(s1.idx_hit - s0.idx_hit, s1.idx_read - s0.idx_read),
+        (s1.updated - s0.updated) as f64 / jobs,
+        (s1.hot_updated - s0.hot_updated) as f64 / jobs,
+        (s1.deleted - s0.deleted) as f64 / jobs,
+    ))
 }
 
 /// How the drain split over the processes: jobs and claim p99 (min–max), and
