@@ -30,13 +30,19 @@ pub(crate) enum Claim {
 }
 
 /// Claims up to `limit` jobs of `queue` on `hot`. With `claim_slots` set, the
-/// claim tries a free slot; when the slots are all taken it waits its turn on
-/// the server and claims then, trying again when the wait outlasts its bound.
-/// On a borrowed connection (more queues than the runtime keeps connections
-/// for) waiting would hold a connection other queues' claims need: a `second`
-/// claim (one sent while another of its queue is in flight) then takes a free
-/// slot or claims nothing ([`Claim::Throttled`]); a first claim there claims
-/// without the bound. At shutdown a claim that would wait claims nothing.
+/// claim tries a free slot; when the slots are all taken a first claim waits
+/// its turn on the server and claims then, trying again when the wait outlasts
+/// its bound. A `second` claim (one sent while another of its queue is in
+/// flight) never waits: it takes a free slot or claims nothing
+/// ([`Claim::Throttled`]), and the first claim's turn serves both. A session
+/// waiting for a slot holds a snapshot, which keeps PostgreSQL from marking
+/// the index entries of jobs claimed and finished since as dead, so every
+/// claim walks past more of them; sixteen runtime processes sending two claims
+/// each kept about 24 such waiters (`bench/FINDINGS.md`, stop 59). On a
+/// borrowed connection (more queues than the runtime keeps connections for)
+/// waiting would also hold a connection other queues' claims need, so a first
+/// claim there claims without the bound. At shutdown a claim that would wait
+/// claims nothing.
 ///
 /// A claim that gets no answer from the server (its connection broke, or its
 /// bound ran out) may still have committed: its lease tokens go to
@@ -97,7 +103,7 @@ async fn claim_with(
         if let GatedClaim::Claimed(jobs) = db::timed("job_claim", t, gated).await? {
             return Ok(Claim::Jobs(jobs));
         }
-        if borrowed {
+        if borrowed || second {
             Stats::add(&shared.stats.throttled_claims, 1);
             crate::telemetry::claim_throttled(queue);
             return Ok(Claim::Throttled);
