@@ -19,7 +19,8 @@
 //! `LQ_BENCH_CHILD_MAX_CLAIM_BATCH=N` sets `max_claim_batch`, in the runtime
 //! processes of the `runtimes` curve (not the shipped defaults then), and
 //! `LQ_BENCH_CURVES_WARM=1` starts those runtimes before the drain is timed
-//! (see [`child::warm_start`]).
+//! (see [`child::warm_start`]); `LQ_BENCH_CURVES_PROCESSES=1,16` picks that
+//! curve's points.
 
 pub mod child;
 pub mod claims;
@@ -65,6 +66,21 @@ fn scaled(n: u64) -> u64 {
 /// Whether `curve` runs: all of them unless `LQ_BENCH_CURVES_ONLY` names others.
 fn wanted(curve: &str) -> bool {
     std::env::var("LQ_BENCH_CURVES_ONLY").map_or(true, |v| v.split(',').any(|c| c.trim() == curve))
+}
+
+/// The points of the `runtimes` curve: 1, 4 and 16 runtime processes, or those
+/// `LQ_BENCH_CURVES_PROCESSES` lists (`1,16`), to profile one point at a time.
+fn processes() -> Vec<usize> {
+    std::env::var("LQ_BENCH_CURVES_PROCESSES")
+        .ok()
+        .map(|v| {
+            v.split(',')
+                .filter_map(|n| n.trim().parse().ok())
+                .filter(|n| *n >= 1)
+                .collect::<Vec<usize>>()
+        })
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| vec![1, 4, 16])
 }
 
 /// `200k`, `2M`, `10M`: a job count for a row label.
@@ -468,7 +484,7 @@ async fn sizes(ctx: &Ctx) -> Result<String> {
 
 async fn runtimes(ctx: &mut Ctx) -> Result<()> {
     let n = scaled(if ctx.quick { 50_000 } else { 200_000 });
-    for r in [1usize, 4, 16] {
+    for r in processes() {
         db::reset(&ctx.pool, None).await?;
         db::prefill_noop(&ctx.pool, n).await?;
         db::settle(&ctx.pool).await?;
