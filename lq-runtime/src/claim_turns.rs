@@ -15,8 +15,8 @@ use crate::{hot_conn::HotConn, shared::Shared, stats::Stats};
 pub(crate) enum Claim {
     /// These jobs (fewer than asked, none included, when the queue ran dry).
     Jobs(Vec<ClaimedJob>),
-    /// A second claim on a borrowed connection found every slot taken and
-    /// claimed nothing; the queue is not known to be dry.
+    /// A second claim found every slot taken and claimed nothing; the queue is
+    /// not known to be dry.
     Throttled,
     /// These jobs, and a limit across runtimes stopped the claim, so ready
     /// jobs may be left: the queue's global limit is reached (`at_limit`: claim

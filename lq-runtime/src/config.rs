@@ -45,11 +45,11 @@ pub struct RuntimeConfig {
     /// lock rows other claims just took and stall those jobs' completions: without
     /// the bound, 16 runtime processes on one queue drained a third as fast as
     /// one. Two let one runtime keep a claim in flight beside another; at most 64.
-    /// A claim on a borrowed connection (a queue's second claim in flight when
-    /// the runtime serves more than two queues) takes a free slot or claims
-    /// nothing, since waiting would hold a connection other queues share; a
-    /// runtime serving more queues than it has claim connections (16) sends its
-    /// first claims on borrowed connections, without the bound.
+    /// Only a queue's first claim in flight waits: a second one takes a free
+    /// slot or claims nothing, since each waiting session holds a snapshot that
+    /// makes every claim walk past more dead index entries. A runtime serving
+    /// more queues than it has claim connections (16) sends its first claims on
+    /// borrowed connections, without the bound.
     pub claim_slots: Option<u32>,
     /// Most completions acknowledged by one statement (default 1000).
     pub max_complete_batch: usize,

@@ -41,7 +41,7 @@ pub struct StatsSnapshot {
     /// `RuntimeConfig::claim_ahead`).
     pub overlapping_claims: u64,
     /// Claims that found all the queue's claim slots taken and waited for one,
-    /// or (a second claim on a borrowed connection) claimed nothing (see
+    /// or (a second claim in flight) claimed nothing (see
     /// `RuntimeConfig::claim_slots`).
     pub throttled_claims: u64,
     /// Jobs that ended succeeded.

@@ -145,8 +145,8 @@ impl ClaimMetrics {
     }
 }
 
-/// A claim of `queue` found every claim slot taken and waited its turn
-/// (`lq_claims_throttled_total`): counted once per claim, as
+/// A claim of `queue` found every claim slot taken, and waited its turn or (a
+/// second claim) claimed nothing (`lq_claims_throttled_total`): counted once per claim, as
 /// `Stats::throttled_claims` is. A steady rate means more claims race for the
 /// queue than its slots let through at once (many runtimes on one queue).
 pub(crate) fn claim_throttled(queue: &str) {
