@@ -216,11 +216,14 @@ pub async fn job_claim(
 }
 
 /// `sql`, a [`claim_statement!`], with `spec` bound as `$1`–`$5` and its lease
-/// tokens, one for each job it may claim, as `$6`.
-fn claim_query<'q>(
+/// tokens, one for each job it may claim, as `$6`; each row decoded as `O`
+/// (a [`ClaimedJob`], or a row that begins with one). Callers bind more from `$7`.
+fn claim_query<'q, O>(
     sql: &'q str,
     spec: ClaimSpec<'q>,
-) -> Result<sqlx::query::QueryAs<'q, sqlx::Postgres, ClaimedJob, sqlx::postgres::PgArguments>, Error>
+) -> Result<sqlx::query::QueryAs<'q, sqlx::Postgres, O, sqlx::postgres::PgArguments>, Error>
+where
+    O: for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow>,
 {
     enough_tokens(&spec)?;
     Ok(sqlx::query_as(sql)

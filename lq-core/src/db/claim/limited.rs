@@ -4,8 +4,59 @@
 
 use sqlx::{PgConnection, Row};
 
-use super::{claim_query, enough_tokens, err, wait_for_lock, ClaimSpec, ClaimedJob, Waited};
+use super::{claim_query, err, wait_for_lock, ClaimSpec, ClaimedJob, Waited};
 use crate::{Error, QueueLimits, RateLimit};
+
+/// A token bucket refilled (SQL text): the `$tokens` it held at `$at`, plus
+/// `$allowed` per `$period` seconds of database time since (none if `$at` is
+/// later than this statement), up to `$allowed`. Both rate-limited claim paths
+/// refill with it, so they cannot disagree.
+macro_rules! refilled {
+    ($tokens:literal, $at:literal, $allowed:literal, $period:literal) => {
+        concat!(
+            "least((",
+            $allowed,
+            ")::float8, ",
+            $tokens,
+            " + greatest(0, extract(epoch from statement_timestamp() - ",
+            $at,
+            ")::float8) * ",
+            $allowed,
+            " / ",
+            $period,
+            ")"
+        )
+    };
+}
+
+/// When a bucket's time was last counted after a refill by [`refilled!`]
+/// (SQL text): never earlier than `$at`, so a refill whose statement began
+/// before the previous one's (it waited for the row) adds nothing.
+macro_rules! refilled_at {
+    ($at:literal) => {
+        concat!("greatest(", $at, ", statement_timestamp())")
+    };
+}
+
+/// The jobs a bucket holding `tokens` lets a claim take: its whole tokens.
+/// A bucket holds at most its size, an `i32`, so the cast holds.
+fn whole_tokens(tokens: f64) -> i64 {
+    tokens.floor() as i64
+}
+
+/// When a claim that asked for `asked` jobs and got `got` from a bucket that
+/// held `tokens` was stopped by the rate limit, not by the queue running dry:
+/// it took every whole token, and they were no more than it asked. Then the
+/// claimer should come back when the next token is due, which this returns.
+fn wait_for_token(
+    rate: RateLimit,
+    tokens: f64,
+    got: i64,
+    asked: i64,
+) -> Option<std::time::Duration> {
+    let room = whole_tokens(tokens);
+    (got == room && room <= asked).then(|| rate.until_next_token(tokens - got as f64))
+}
 
 /// First key of the advisory lock that makes the claims of a queue with a
 /// global limit or a rate limit take turns across every runtime (`lql`; the
@@ -95,9 +146,8 @@ pub async fn job_claim_limited(
     if let Some(rate) = limits.rate {
         tokens = refill_bucket(&mut tx, spec.queue, rate).await?;
     }
-    // Whole tokens only; at most `allowed` (a bucket's size), so the cast holds.
     let rate_room = if tokens.is_finite() {
-        tokens.floor() as i64
+        whole_tokens(tokens)
     } else {
         i64::MAX
     };
@@ -131,12 +181,9 @@ pub async fn job_claim_limited(
     // A claim that took all the room a limit left, when that was no more than
     // it asked, was stopped by that limit; one that got fewer found the queue dry.
     let at_limit = got == global_room && global_room <= asked;
-    let next_token = match limits.rate {
-        Some(rate) if got == rate_room && rate_room <= asked => {
-            Some(rate.until_next_token(tokens - got as f64))
-        }
-        _ => None,
-    };
+    let next_token = limits
+        .rate
+        .and_then(|rate| wait_for_token(rate, tokens, got, asked));
     Ok(Limited::Claimed {
         jobs,
         at_limit,
@@ -163,13 +210,13 @@ async fn claim_rated(
     spec: ClaimSpec<'_>,
     rate: RateLimit,
 ) -> Result<Option<Limited>, Error> {
-    enough_tokens(&spec)?;
     let sql = concat!(
         "with bucket as materialized (
-             select least($7::int4::float8,
-                          b.tokens + greatest(0, extract(epoch from statement_timestamp() - b.updated_at)::float8)
-                                     * $7::int4 / $8::float8) as tokens,
-                    greatest(b.updated_at, statement_timestamp()) as refilled_at
+             select ",
+        refilled!("b.tokens", "b.updated_at", "$7::int4", "$8::float8"),
+        " as tokens, ",
+        refilled_at!("b.updated_at"),
+        " as refilled_at
              from lq.rate_limits b where b.queue = $1
              for update
          ), ",
@@ -190,13 +237,7 @@ async fn claim_rated(
          select 0, '', '', 0, 0, '00000000-0000-0000-0000-000000000000'::uuid,
                 now(), now(), now(), null, (select tokens from bucket)"
     );
-    let rows = sqlx::query(sql)
-        .bind(spec.queue)
-        .bind(spec.kinds)
-        .bind(spec.limit)
-        .bind(spec.owner)
-        .bind(spec.lease_secs)
-        .bind(spec.tokens)
+    let rows: Vec<RatedRow> = claim_query(sql, spec)?
         .bind(i32::try_from(rate.allowed()).unwrap_or(i32::MAX))
         .bind(rate.period().as_secs_f64())
         .fetch_all(&mut *conn)
@@ -204,14 +245,11 @@ async fn claim_rated(
         .map_err(err("job_claim"))?;
     let mut jobs = Vec::with_capacity(rows.len());
     let mut bucket = None;
-    for row in &rows {
-        let job = <ClaimedJob as sqlx::FromRow<_>>::from_row(row).map_err(err("job_claim"))?;
+    for RatedRow { job, tokens } in rows {
         // The last row says what the bucket held (null: no bucket), with a nil
         // lease token, which no claimed job has.
         if job.lease_token.is_nil() {
-            bucket = row
-                .try_get::<Option<f64>, _>(10)
-                .map_err(err("job_claim"))?;
+            bucket = tokens;
         } else {
             jobs.push(job);
         }
@@ -219,11 +257,7 @@ async fn claim_rated(
     let Some(tokens) = bucket else {
         return Ok(None);
     };
-    // Whole tokens only; at most `allowed`, so the cast holds.
-    let room = tokens.floor() as i64;
-    let got = jobs.len() as i64;
-    let next_token =
-        (got == room && room <= spec.limit).then(|| rate.until_next_token(tokens - got as f64));
+    let next_token = wait_for_token(rate, tokens, jobs.len() as i64, spec.limit);
     Ok(Some(Limited::Claimed {
         jobs,
         at_limit: false,
@@ -238,22 +272,45 @@ async fn claim_rated(
 /// back: a refill whose statement began before the previous one's (it waited
 /// for the row) adds nothing, and counts the time from the later one.
 async fn refill_bucket(tx: &mut PgConnection, queue: &str, rate: RateLimit) -> Result<f64, Error> {
-    sqlx::query_scalar(
+    sqlx::query_scalar(concat!(
         "insert into lq.rate_limits as b (queue, tokens, allowed, period_secs, updated_at)
          values ($1, $2::int4::float8, $2::int4, $3::float8, statement_timestamp())
          on conflict (queue) do update
-         set tokens = least(excluded.allowed::float8,
-                            b.tokens + greatest(0, extract(epoch from statement_timestamp() - b.updated_at)::float8)
-                                       * excluded.allowed / excluded.period_secs),
+         set tokens = ",
+        refilled!(
+            "b.tokens",
+            "b.updated_at",
+            "excluded.allowed",
+            "excluded.period_secs"
+        ),
+        ",
              allowed = excluded.allowed,
              period_secs = excluded.period_secs,
-             updated_at = greatest(b.updated_at, statement_timestamp())
-         returning tokens",
-    )
+             updated_at = ",
+        refilled_at!("b.updated_at"),
+        "
+         returning tokens"
+    ))
     .bind(queue)
     .bind(i32::try_from(rate.allowed()).unwrap_or(i32::MAX))
     .bind(rate.period().as_secs_f64())
     .fetch_one(&mut *tx)
     .await
     .map_err(err("job_claim"))
+}
+
+/// A row of [`claim_rated`]'s statement: a claimed job, or (with a nil lease
+/// token) the marker row whose last column says what the bucket held.
+struct RatedRow {
+    job: ClaimedJob,
+    tokens: Option<f64>,
+}
+
+impl<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow> for RatedRow {
+    fn from_row(row: &'r sqlx::postgres::PgRow) -> Result<Self, sqlx::Error> {
+        Ok(Self {
+            job: <ClaimedJob as sqlx::FromRow<_>>::from_row(row)?,
+            tokens: row.try_get(super::CLAIMED_COLUMNS.len())?,
+        })
+    }
 }
