@@ -14,6 +14,7 @@ mod enqueue;
 mod enqueuer;
 mod failover;
 mod global_limit;
+mod global_limit_claim;
 mod hostile;
 mod jobs;
 mod locked_row;

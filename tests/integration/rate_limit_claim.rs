@@ -4,13 +4,7 @@
 
 use std::time::Duration;
 
-use lq_core::{
-    db::{
-        self,
-        claim::{ClaimSpec, Limited, GLOBAL_LIMIT_LOCK_KEY},
-    },
-    QueueLimits, RateLimit,
-};
+use lq_core::{db::claim::Limited, QueueLimits, RateLimit};
 use lq_runtime::{EnqueueOptions, Job};
 use lq_tests::TestDb;
 use sqlx::PgConnection;
@@ -29,26 +23,7 @@ const RATED: QueueLimits = QueueLimits {
 /// returns the jobs' ids and when the next token is due, if the bucket stopped
 /// the claim.
 async fn claim(conn: &mut PgConnection, limit: usize) -> (Vec<i64>, Option<Duration>) {
-    let kinds = vec!["test.noop".to_owned()];
-    let tokens = db::claim::mint_lease_tokens(limit).unwrap();
-    let spec = ClaimSpec {
-        queue: "default",
-        kinds: &kinds,
-        lease_secs: &[30.0],
-        limit: i64::try_from(limit).unwrap(),
-        owner: "rated-claimer",
-        tokens: &tokens,
-    };
-    let limited = db::claim::job_claim_limited(
-        conn,
-        spec,
-        RATED,
-        Duration::from_secs(10),
-        std::future::pending(),
-    )
-    .await
-    .unwrap();
-    match limited {
+    match crate::global_limit_claim::claim_under(conn, RATED, limit, "rated-claimer").await {
         Limited::Claimed {
             jobs,
             at_limit: false,
@@ -121,12 +96,7 @@ async fn a_rated_claim_does_not_wait_for_the_limit_lock_once_its_bucket_exists()
     enqueue(&db, 5).await;
     let mut conn = db.pool.acquire().await.unwrap();
     assert_eq!(claim(&mut conn, 1).await.0.len(), 1); // creates the bucket
-    let mut holder = db.pool.begin().await.unwrap();
-    sqlx::query("select pg_advisory_xact_lock($1, hashtext('default'))")
-        .bind(GLOBAL_LIMIT_LOCK_KEY)
-        .execute(&mut *holder)
-        .await
-        .unwrap();
+    let holder = crate::global_limit_claim::hold_limit_lock(&db).await;
     let claimed = tokio::time::timeout(Duration::from_secs(5), claim(&mut conn, 2))
         .await
         .expect("the claim did not wait for the limit lock");

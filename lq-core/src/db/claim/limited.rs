@@ -38,6 +38,51 @@ macro_rules! refilled_at {
     };
 }
 
+/// The room a queue's global limit (`$7`) leaves (SQL text): a CTE `room`
+/// whose `n` is the limit less the queue's running jobs, at least 0, counted
+/// once under the statement's snapshot.
+macro_rules! global_room_cte {
+    () => {
+        "room as materialized (
+             select greatest(0, $7::int8 - (select count(*) from lq.jobs
+                                            where queue = $1 and state = 'running')) as n
+         )"
+    };
+}
+
+/// The rate limit's debit (SQL text): a CTE that takes a token from the
+/// queue's bucket for each job `claimed` while `$spend` holds, for a claim
+/// whose transaction refilled (and locked) the bucket first.
+macro_rules! debit_cte {
+    ($spend:literal) => {
+        concat!(
+            "debit as (
+             update lq.rate_limits set tokens = tokens - (select count(*) from claimed)
+             where queue = $1 and ",
+            $spend,
+            "
+         )"
+        )
+    };
+}
+
+/// The end of a claim statement that says one more thing than its jobs (SQL
+/// text): the claimed rows with a null `$type` column after them, and one
+/// more row, with a nil lease token, whose column is `$mark` ([`Marked`]).
+macro_rules! claimed_and_mark {
+    ($type:literal, $mark:literal) => {
+        concat!(
+            "         select *, null::",
+            $type,
+            " as mark from claimed
+         union all
+         select 0, '', '', 0, 0, '00000000-0000-0000-0000-000000000000'::uuid,
+                now(), now(), now(), null, ",
+            $mark
+        )
+    };
+}
+
 /// The jobs a bucket holding `tokens` lets a claim take: its whole tokens.
 /// A bucket holds at most its size, an `i32`, so the cast holds.
 fn whole_tokens(tokens: f64) -> i64 {
@@ -88,18 +133,19 @@ pub enum Limited {
 /// [`super::job_claim`] for a queue with [`QueueLimits`]. The claims of the
 /// queue take turns on one advisory lock ([`GLOBAL_LIMIT_LOCK_KEY`]); holding
 /// it, a claim
-/// - under a global limit, counts the queue's running jobs in a statement
-///   whose snapshot holds every earlier claim's commit. A count can only be too
-///   high (a job finishing meanwhile), never too low, so the limit is never
-///   passed;
+/// - under a global limit, counts the queue's running jobs in the claim's own
+///   statement, whose snapshot, taken after the lock, holds every earlier
+///   claim's commit. A count can only be too high (a job finishing
+///   meanwhile), never too low, so the limit is never passed;
 /// - under a rate limit, refills the queue's token bucket in `lq.rate_limits`
 ///   by the database time passed since its last refill (creating it full), and
 ///   spends a token for each job it claims in the claim's own statement;
 ///
-/// and claims at most the room both leave. Five round trips with one limit, six
-/// with both, for queues that asked for them; a queue with only a rate limit
-/// claims in one statement once its bucket exists (the bucket row locked,
-/// refilled, spent and written back with the claim).
+/// and claims at most the room both leave. Four round trips with a global
+/// limit (begin, the lock, the claim, commit), five with both limits, for
+/// queues that asked for them; a queue with only a rate limit claims in one
+/// statement once its bucket exists (the bucket row locked, refilled, spent and
+/// written back with the claim), and in five before.
 /// `give_up` works as for [`super::job_claim_in_turn`]; the wait and each
 /// statement get an equal share of four fifths of `bound` on the server, so
 /// the transaction ends before the caller gives up on it.
@@ -115,7 +161,7 @@ pub async fn job_claim_limited(
             return Ok(claimed);
         }
     }
-    let statements = 2 + u32::from(limits.global.is_some()) + u32::from(limits.rate.is_some());
+    let statements = 2 + u32::from(limits.rate.is_some());
     let mut tx = match wait_for_lock(
         conn,
         GLOBAL_LIMIT_LOCK_KEY,
@@ -131,46 +177,51 @@ pub async fn job_claim_limited(
         Waited::GaveUp => return Ok(Limited::GaveUp),
     };
     let asked = spec.limit;
-    let mut global_room = i64::MAX;
-    if let Some(global) = limits.global {
-        let running: i64 = sqlx::query_scalar(
-            "select count(*) from lq.jobs where queue = $1 and state = 'running'",
-        )
-        .bind(spec.queue)
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(err("job_claim"))?;
-        global_room = i64::from(global).saturating_sub(running).max(0);
-    }
     let mut tokens = f64::INFINITY;
     if let Some(rate) = limits.rate {
         tokens = refill_bucket(&mut tx, spec.queue, rate).await?;
+        spec.limit = asked.min(whole_tokens(tokens));
     }
-    let rate_room = if tokens.is_finite() {
-        whole_tokens(tokens)
-    } else {
-        i64::MAX
-    };
-    spec.limit = asked.min(global_room).min(rate_room);
+    // The global limit's room, counted in the claim's own statement (whose
+    // snapshot, taken after the lock, holds every earlier claim's commit); a
+    // claim the rate limit left no room for is not sent, and does not count.
+    let mut global_room = None;
     let jobs = if spec.limit == 0 {
         Vec::new()
-    } else if limits.rate.is_some() {
+    } else if let Some(global) = limits.global {
+        // One statement for both cases: without a rate limit, `$8` is false
+        // and the debit touches no row.
+        let sql = concat!(
+            "with ",
+            global_room_cte!(),
+            ", ",
+            claim_ctes!(
+                "true",
+                "statement_timestamp()",
+                "least($3, (select n from room))"
+            ),
+            ", ",
+            debit_cte!("$8"),
+            "\n",
+            claimed_and_mark!("int8", "(select n from room)")
+        );
+        let rows: Vec<Marked<i64>> = claim_query(sql, spec)?
+            .bind(i64::from(global))
+            .bind(limits.rate.is_some())
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(err("job_claim"))?;
+        let (jobs, room) = Marked::split(rows);
+        global_room = room;
+        jobs
+    } else {
         let sql = concat!(
             "with ",
             claim_ctes!("true", "statement_timestamp()", "$3"),
-            ",
-         debit as (
-             update lq.rate_limits set tokens = tokens - (select count(*) from claimed)
-             where queue = $1
-         )
-         select * from claimed"
+            ", ",
+            debit_cte!("true"),
+            "\n         select * from claimed"
         );
-        claim_query(sql, spec)?
-            .fetch_all(&mut *tx)
-            .await
-            .map_err(err("job_claim"))?
-    } else {
-        let sql = concat!("with ", claim_statement!("true", "statement_timestamp()"));
         claim_query(sql, spec)?
             .fetch_all(&mut *tx)
             .await
@@ -180,7 +231,7 @@ pub async fn job_claim_limited(
     let got = jobs.len() as i64;
     // A claim that took all the room a limit left, when that was no more than
     // it asked, was stopped by that limit; one that got fewer found the queue dry.
-    let at_limit = got == global_room && global_room <= asked;
+    let at_limit = global_room.is_some_and(|room| got == room && room <= asked);
     let next_token = limits
         .rate
         .and_then(|rate| wait_for_token(rate, tokens, got, asked));
@@ -232,28 +283,17 @@ async fn claim_rated(
                  allowed = $7, period_secs = $8, updated_at = (select refilled_at from bucket)
              where queue = $1
          )
-         select *, null::float8 as bucket from claimed
-         union all
-         select 0, '', '', 0, 0, '00000000-0000-0000-0000-000000000000'::uuid,
-                now(), now(), now(), null, (select tokens from bucket)"
+",
+        claimed_and_mark!("float8", "(select tokens from bucket)")
     );
-    let rows: Vec<RatedRow> = claim_query(sql, spec)?
+    let rows: Vec<Marked<f64>> = claim_query(sql, spec)?
         .bind(i32::try_from(rate.allowed()).unwrap_or(i32::MAX))
         .bind(rate.period().as_secs_f64())
         .fetch_all(&mut *conn)
         .await
         .map_err(err("job_claim"))?;
-    let mut jobs = Vec::with_capacity(rows.len());
-    let mut bucket = None;
-    for RatedRow { job, tokens } in rows {
-        // The last row says what the bucket held (null: no bucket), with a nil
-        // lease token, which no claimed job has.
-        if job.lease_token.is_nil() {
-            bucket = tokens;
-        } else {
-            jobs.push(job);
-        }
-    }
+    // The mark says what the bucket held (null: no bucket).
+    let (jobs, bucket) = Marked::split(rows);
     let Some(tokens) = bucket else {
         return Ok(None);
     };
@@ -299,18 +339,38 @@ async fn refill_bucket(tx: &mut PgConnection, queue: &str, rate: RateLimit) -> R
     .map_err(err("job_claim"))
 }
 
-/// A row of [`claim_rated`]'s statement: a claimed job, or (with a nil lease
-/// token) the marker row whose last column says what the bucket held.
-struct RatedRow {
+/// A row of a claim statement that ends in [`claimed_and_mark!`]: a claimed
+/// job, or (with a nil lease token, which no claimed job has) the one row that
+/// carries the statement's mark in its last column.
+struct Marked<T> {
     job: ClaimedJob,
-    tokens: Option<f64>,
+    mark: Option<T>,
 }
 
-impl<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow> for RatedRow {
+impl<T> Marked<T> {
+    /// The claimed jobs, in order, and the mark (`None` if it was null).
+    fn split(rows: Vec<Self>) -> (Vec<ClaimedJob>, Option<T>) {
+        let mut jobs = Vec::with_capacity(rows.len());
+        let mut mark = None;
+        for Marked { job, mark: m } in rows {
+            if job.lease_token.is_nil() {
+                mark = m;
+            } else {
+                jobs.push(job);
+            }
+        }
+        (jobs, mark)
+    }
+}
+
+impl<'r, T> sqlx::FromRow<'r, sqlx::postgres::PgRow> for Marked<T>
+where
+    T: sqlx::Decode<'r, sqlx::Postgres> + sqlx::Type<sqlx::Postgres>,
+{
     fn from_row(row: &'r sqlx::postgres::PgRow) -> Result<Self, sqlx::Error> {
         Ok(Self {
             job: <ClaimedJob as sqlx::FromRow<_>>::from_row(row)?,
-            tokens: row.try_get(super::CLAIMED_COLUMNS.len())?,
+            mark: row.try_get(super::CLAIMED_COLUMNS.len())?,
         })
     }
 }
