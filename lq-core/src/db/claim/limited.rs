@@ -193,6 +193,7 @@ pub async fn job_claim_limited(
         next_token,
     })
 }
+
 /// A row of a claim statement that ends in [`claimed_and_mark!`]: a claimed
 /// job, or (with a nil lease token, which no claimed job has) the one row that
 /// carries the statement's mark in its last column.

@@ -37,6 +37,7 @@ macro_rules! refilled_at {
         concat!("greatest(", $at, ", statement_timestamp())")
     };
 }
+
 /// The jobs a bucket holding `tokens` lets a claim take: its whole tokens.
 /// A bucket holds at most its size, an `i32`, so the cast holds.
 pub(super) fn whole_tokens(tokens: f64) -> i64 {
@@ -56,8 +57,9 @@ pub(super) fn wait_for_token(
     let room = whole_tokens(tokens);
     (got == room && room <= asked).then(|| rate.until_next_token(tokens - got as f64))
 }
+
 /// A claim on a queue with a rate limit and no global limit, in one statement
-/// (one round trip, where [`job_claim_limited`]'s path takes five): it locks the
+/// (one round trip, where [`super::job_claim_limited`]'s path takes five): it locks the
 /// queue's bucket row (the claims of the queue take turns on it), refills it by
 /// the time since its last refill, claims at most its whole tokens, and writes
 /// the bucket back less one token a job claimed. `None` when the queue has no
