@@ -373,6 +373,7 @@ impl RuntimeBuilder {
             executors: TaskTracker::new(),
             leadership: Default::default(),
             completions,
+            claim_rooms: std::sync::atomic::AtomicBool::new(true),
             stale_conns: stale,
             orphan_leases: Default::default(),
         });

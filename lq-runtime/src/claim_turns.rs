@@ -2,11 +2,14 @@
 //! claims of a queue take turns across every runtime, so they do not lock each
 //! other's rows (see `lq_core::db::claim::job_claim_gated`).
 
+use std::sync::atomic::Ordering;
+
 use lq_core::{
     db,
     db::claim::{ClaimSpec, ClaimedJob, GatedClaim, Limited, Turn},
     Error, QueueLimits,
 };
+use tracing::warn;
 
 use crate::{hot_conn::HotConn, shared::Shared, stats::Stats};
 
@@ -38,7 +41,9 @@ pub(crate) enum Claim {
 /// waiting for a slot holds a snapshot, which keeps PostgreSQL from marking
 /// the index entries of jobs claimed and finished since as dead, so every
 /// claim walks past more of them; sixteen runtime processes sending two claims
-/// each kept about 24 such waiters (`bench/FINDINGS.md`, stop 59). On a
+/// each kept about 24 such waiters (`bench/FINDINGS.md`, stop 59), so a first
+/// claim waits in a claim room first, which holds none, and only the room's
+/// holder waits for the slot with a snapshot (stop 61). On a
 /// borrowed connection (more queues than the runtime keeps connections for)
 /// waiting would also hold a connection other queues' claims need, so a first
 /// claim there claims without the bound. At shutdown a claim that would wait
@@ -103,7 +108,9 @@ async fn claim_with(
         if let GatedClaim::Claimed(jobs) = db::timed("job_claim", t, gated).await? {
             return Ok(Claim::Jobs(jobs));
         }
-        if borrowed || second {
+        // A second claim never waits (a first claim on a borrowed connection
+        // claimed without the bound above).
+        if second {
             Stats::add(&shared.stats.throttled_claims, 1);
             crate::telemetry::claim_throttled(queue);
             return Ok(Claim::Throttled);
@@ -117,7 +124,9 @@ async fn claim_with(
             crate::telemetry::claim_throttled(queue);
         }
         let slot = fastrand::u32(..slots);
-        let in_turn = db::claim::job_claim_in_turn(c, spec, slot, t, shared.stopping.cancelled());
+        let in_room = shared.claim_rooms.load(Ordering::Relaxed);
+        let in_turn =
+            db::claim::job_claim_in_turn(c, spec, slot, in_room, t, shared.stopping.cancelled());
         match db::timed("job_claim", t, in_turn).await? {
             Turn::Claimed(jobs) => return Ok(Claim::Jobs(jobs)),
             // The slot stayed taken past the wait's bound: try again.
@@ -127,6 +136,17 @@ async fn claim_with(
             Turn::GaveUp => {
                 hot.discard();
                 return Ok(Claim::Jobs(Vec::new()));
+            }
+            // Refused the room: wait without one from now on, and say why once.
+            Turn::NoRoom(e) => {
+                if shared.claim_rooms.swap(false, Ordering::Relaxed) {
+                    warn!(
+                        error = %e,
+                        "claims waiting their turn wait without a claim room, holding a \
+                         snapshot while they wait: grant update on lq.claim_room_00 to \
+                         lq.claim_room_15 to this role (docs/roles.md)"
+                    );
+                }
             }
         }
     }

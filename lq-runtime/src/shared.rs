@@ -60,6 +60,10 @@ pub(crate) struct Shared {
     pub orphan_leases: crate::orphan_leases::OrphanLeases,
     /// Sends successes to the batching completer.
     pub completions: tokio::sync::mpsc::Sender<crate::completer::Completion>,
+    /// Whether a claim waiting its turn waits in a claim room first
+    /// (`lq_core::db::claim::job_claim_in_turn`): true until the server
+    /// refuses one.
+    pub claim_rooms: std::sync::atomic::AtomicBool,
 }
 
 impl Shared {

@@ -25,7 +25,12 @@ fn waits_for_a_claim_slot() -> String {
 }
 
 /// A claim of up to `limit` jobs of `kinds` from `queue` for `owner`, 30 s leases.
-fn spec<'a>(queue: &'a str, kinds: &'a [String], limit: i64, owner: &'a str) -> ClaimSpec<'a> {
+pub(crate) fn spec<'a>(
+    queue: &'a str,
+    kinds: &'a [String],
+    limit: i64,
+    owner: &'a str,
+) -> ClaimSpec<'a> {
     let tokens = db::claim::mint_lease_tokens(usize::try_from(limit).unwrap()).unwrap();
     ClaimSpec {
         queue,
@@ -39,13 +44,13 @@ fn spec<'a>(queue: &'a str, kinds: &'a [String], limit: i64, owner: &'a str) -> 
 }
 
 /// A `give_up` that never fires.
-fn never() -> std::future::Pending<()> {
+pub(crate) fn never() -> std::future::Pending<()> {
     std::future::pending()
 }
 
 /// Takes claim slots `0..slots` of `queue` in a transaction of its own, as claims
 /// in flight elsewhere would; they are held until the transaction ends.
-async fn hold_slots(
+pub(crate) async fn hold_slots(
     db: &TestDb,
     queue: &str,
     slots: i32,
@@ -108,6 +113,7 @@ async fn a_claim_beyond_the_queues_slots_claims_nothing_then_claims_in_turn() {
             &mut conn,
             spec("default", &kinds, 10, "b"),
             1,
+            true,
             LIMIT,
             never(),
         )
@@ -270,6 +276,7 @@ async fn a_turn_that_does_not_come_within_its_bound_claims_nothing_and_keeps_the
         &mut conn,
         spec("default", &kinds, 10, "a"),
         0,
+        true,
         Duration::from_millis(500),
         never(),
     )
@@ -288,6 +295,7 @@ async fn a_turn_that_does_not_come_within_its_bound_claims_nothing_and_keeps_the
         &mut conn,
         spec("default", &kinds, 10, "a"),
         0,
+        true,
         LIMIT,
         never(),
     )
@@ -340,6 +348,7 @@ async fn a_claim_given_up_while_it_waits_its_turn_claims_nothing() {
             &mut conn,
             spec("default", &kinds, 10, "a"),
             0,
+            true,
             LIMIT,
             give_up,
         )
@@ -378,6 +387,7 @@ async fn a_claim_in_turn_starts_its_jobs_and_their_leases_when_it_claims_not_whe
             &mut conn,
             spec("default", &kinds, 10, "a"),
             0,
+            true,
             LIMIT,
             never(),
         )

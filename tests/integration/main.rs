@@ -4,6 +4,7 @@ mod abandoned_statement;
 mod adaptive_batch;
 mod bulk;
 mod claim_ahead;
+mod claim_rooms;
 mod claim_slots;
 mod cluster;
 mod context;

@@ -1167,10 +1167,13 @@ async fn the_schemas_owner_migrates_a_later_release_without_create_on_the_databa
         .execute(&db.pool)
         .await
         .unwrap();
-    // A release with one more migration: the last one, not applied yet.
+    // A release with one more migration: the last one (the claim rooms), not
+    // applied yet.
+    let rooms: String = (0..lq_core::db::claim::CLAIM_ROOMS)
+        .map(|room| format!("drop view lq.claim_room_{room:02};"))
+        .collect();
     sqlx::raw_sql(&format!(
-        "drop table lq.rate_limits;
-         alter table lq.runtimes drop column limits;
+        "{rooms}
          delete from lq.schema_migrations where version = {}",
         lq_runtime::SCHEMA_VERSION
     ))
@@ -1184,8 +1187,8 @@ async fn the_schemas_owner_migrates_a_later_release_without_create_on_the_databa
     );
     lq_runtime::migrate(&migrator_pool).await.unwrap();
     let rebuilt: bool = sqlx::query_scalar(
-        "select exists (select from information_schema.tables
-                        where table_schema = 'lq' and table_name = 'rate_limits')",
+        "select exists (select from information_schema.views
+                        where table_schema = 'lq' and table_name = 'claim_room_15')",
     )
     .fetch_one(&db.pool)
     .await

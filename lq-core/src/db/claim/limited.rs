@@ -4,7 +4,7 @@
 
 use sqlx::{PgConnection, Row};
 
-use super::{claim_query, err, wait_for_lock, ClaimSpec, ClaimedJob, Waited};
+use super::{claim_query, err, wait_for_lock, ClaimSpec, ClaimedJob, Lock, Waited};
 use crate::{Error, QueueLimits};
 /// The room a queue's global limit (`$7`) leaves (SQL text): a CTE `room`
 /// whose `n` is the limit less the queue's running jobs, at least 0, counted
@@ -114,19 +114,17 @@ pub async fn job_claim_limited(
         }
     }
     let statements = 2 + u32::from(limits.rate.is_some());
-    let mut tx = match wait_for_lock(
-        conn,
-        GLOBAL_LIMIT_LOCK_KEY,
-        spec.queue,
-        bound,
-        statements,
-        give_up,
-    )
-    .await?
-    {
+    let lock = Lock {
+        key: GLOBAL_LIMIT_LOCK_KEY,
+        queue: spec.queue,
+        room: None,
+    };
+    let mut tx = match wait_for_lock(conn, lock, bound, statements, give_up).await? {
         Waited::Holding(tx) => tx,
         Waited::TimedOut => return Ok(Limited::TimedOut),
         Waited::GaveUp => return Ok(Limited::GaveUp),
+        // Only a wait with a room can be refused one.
+        Waited::NoRoom(e) => return Err(e),
     };
     let asked = spec.limit;
     let mut tokens = f64::INFINITY;
