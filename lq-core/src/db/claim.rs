@@ -369,9 +369,9 @@ pub enum Turn {
 /// which holds no snapshot, so of all the claims waiting for the slot only the
 /// room's holder holds one. A waiting snapshot keeps PostgreSQL from marking
 /// dead the index entries of jobs claimed since, and every claim walks past
-/// them: sixteen runtime processes on one queue drained a fifth to two fifths
-/// faster with rooms (`bench/FINDINGS.md`, stop 61). Refused the room, the
-/// call claims nothing and says so ([`Turn::NoRoom`]).
+/// them: sixteen runtime processes on one queue drained about a ninth faster
+/// with rooms, every run of four (`bench/FINDINGS.md`, stop 61). Refused the
+/// room, the call claims nothing and says so ([`Turn::NoRoom`]).
 ///
 /// `bound` is the caller's bound on the whole call: the wait for the room, the
 /// wait for the slot and the claim each get an equal share of four fifths of it

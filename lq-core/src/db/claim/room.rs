@@ -53,6 +53,9 @@ pub(super) async fn wait_in_room(
          set local idle_in_transaction_session_timeout = '{ms}ms';
          lock table lq.claim_room_{room:02} in exclusive mode"
     );
+    // A `&str` without arguments goes as a simple query, so several statements
+    // in one round trip (`sqlx::raw_sql` would too, but its future does not
+    // satisfy the runtime's spawned tasks' `Send` bound here).
     sqlx::Executor::execute(&mut *tx, sql.as_str())
         .await
         .map(drop)
