@@ -6,7 +6,8 @@
 -- holds a snapshot: while it waits, PostgreSQL may not mark dead the index
 -- entries of jobs claimed and finished since, so every other claim walks past
 -- them. With sixteen runtime processes on one queue about ten sessions waited
--- at a time, and PostgreSQL spent a third more CPU a job than with one.
+-- at a time, and PostgreSQL spent a fifth to a half more CPU a job than with
+-- one (bench/FINDINGS.md, stops 59 and 61).
 --
 -- Since this version such a claim first waits in a room: `lock table
 -- lq.claim_room_NN in exclusive mode`, a utility statement that takes no
