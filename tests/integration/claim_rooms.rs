@@ -9,7 +9,7 @@ use lq_runtime::{EnqueueOptions, Job, Runtime, RuntimeConfig};
 use lq_tests::TestDb;
 
 use crate::{
-    claim_slots::{hold_slots, never, spec},
+    claim_slots::{claim_in_turn, hold_slots},
     jobs::{quick, Ledger, Noop},
     roles::{grant, pool_as, Roles, WORKER_GRANTS},
 };
@@ -46,16 +46,9 @@ async fn claims_waiting_their_turn_queue_in_a_room_and_only_its_holder_holds_a_s
     let mut conns = Vec::new();
     for _ in 0..3 {
         let mut conn = db.pool.acquire().await.unwrap();
-        let warm = db::claim::job_claim_in_turn(
-            &mut conn,
-            spec("default", kinds, 1, "warm"),
-            0,
-            true,
-            LIMIT,
-            never(),
-        )
-        .await
-        .unwrap();
+        let warm = claim_in_turn(&mut conn, kinds, 1, "warm", 0, true)
+            .await
+            .unwrap();
         assert!(
             matches!(warm, Turn::Claimed(ref jobs) if jobs.is_empty()),
             "{warm:?}"
@@ -73,15 +66,7 @@ async fn claims_waiting_their_turn_queue_in_a_room_and_only_its_holder_holds_a_s
         .map(|(i, mut conn)| {
             tokio::spawn(async move {
                 let owner: &'static str = ["a", "b", "c"][i];
-                db::claim::job_claim_in_turn(
-                    &mut conn,
-                    spec("default", kinds, 1, owner),
-                    0,
-                    true,
-                    LIMIT,
-                    never(),
-                )
-                .await
+                claim_in_turn(&mut conn, kinds, 1, owner, 0, true).await
             })
         })
         .collect();
@@ -131,31 +116,17 @@ async fn a_claim_refused_its_room_claims_nothing_and_claims_in_turn_without_one(
     Noop { n: 1 }.enqueue(&db.pool).await.unwrap();
     let kinds = vec!["test.noop".to_owned()];
     let mut conn = pool.acquire().await.unwrap();
-    let refused = db::claim::job_claim_in_turn(
-        &mut conn,
-        spec("default", &kinds, 10, "a"),
-        0,
-        true,
-        LIMIT,
-        never(),
-    )
-    .await
-    .unwrap();
+    let refused = claim_in_turn(&mut conn, &kinds, 10, "a", 0, true)
+        .await
+        .unwrap();
     let Turn::NoRoom(e) = refused else {
         panic!("{refused:?}")
     };
     assert!(lq_core::lacks_grant(&e), "{e}");
     assert_eq!(db.count("queued").await, 1, "nothing claimed");
-    let claimed = db::claim::job_claim_in_turn(
-        &mut conn,
-        spec("default", &kinds, 10, "a"),
-        0,
-        false,
-        LIMIT,
-        never(),
-    )
-    .await
-    .unwrap();
+    let claimed = claim_in_turn(&mut conn, &kinds, 10, "a", 0, false)
+        .await
+        .unwrap();
     assert!(
         matches!(claimed, Turn::Claimed(ref jobs) if jobs.len() == 1),
         "{claimed:?}"

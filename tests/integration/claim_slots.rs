@@ -43,6 +43,21 @@ pub(crate) fn spec<'a>(
     }
 }
 
+/// [`db::claim::job_claim_in_turn`] of up to `limit` jobs of `kinds` from
+/// `default` for `owner` on claim slot `slot`: waits up to [`LIMIT`], never
+/// given up.
+pub(crate) async fn claim_in_turn(
+    conn: &mut sqlx::PgConnection,
+    kinds: &[String],
+    limit: i64,
+    owner: &str,
+    slot: u32,
+    in_room: bool,
+) -> Result<Turn, lq_core::Error> {
+    let spec = spec("default", kinds, limit, owner);
+    db::claim::job_claim_in_turn(conn, spec, slot, in_room, LIMIT, never()).await
+}
+
 /// A `give_up` that never fires.
 pub(crate) fn never() -> std::future::Pending<()> {
     std::future::pending()
@@ -109,15 +124,7 @@ async fn a_claim_beyond_the_queues_slots_claims_nothing_then_claims_in_turn() {
     let pool = db.pool.clone();
     let in_turn = tokio::spawn(async move {
         let mut conn = pool.acquire().await.unwrap();
-        db::claim::job_claim_in_turn(
-            &mut conn,
-            spec("default", &kinds, 10, "b"),
-            1,
-            true,
-            LIMIT,
-            never(),
-        )
-        .await
+        claim_in_turn(&mut conn, &kinds, 10, "b", 1, true).await
     });
     db.wait_for(
         "the claim to wait for its slot",
@@ -291,16 +298,9 @@ async fn a_turn_that_does_not_come_within_its_bound_claims_nothing_and_keeps_the
         .unwrap();
     assert_eq!(lock_timeout, lock_timeout_before);
     holder.commit().await.unwrap();
-    let claimed = db::claim::job_claim_in_turn(
-        &mut conn,
-        spec("default", &kinds, 10, "a"),
-        0,
-        true,
-        LIMIT,
-        never(),
-    )
-    .await
-    .unwrap();
+    let claimed = claim_in_turn(&mut conn, &kinds, 10, "a", 0, true)
+        .await
+        .unwrap();
     let Turn::Claimed(claimed) = claimed else {
         panic!("the slot is free: {claimed:?}")
     };
@@ -383,15 +383,7 @@ async fn a_claim_in_turn_starts_its_jobs_and_their_leases_when_it_claims_not_whe
     let in_turn = tokio::spawn(async move {
         let mut conn = pool.acquire().await.unwrap();
         let kinds = vec!["test.noop".to_owned()];
-        db::claim::job_claim_in_turn(
-            &mut conn,
-            spec("default", &kinds, 10, "a"),
-            0,
-            true,
-            LIMIT,
-            never(),
-        )
-        .await
+        claim_in_turn(&mut conn, &kinds, 10, "a", 0, true).await
     });
     db.wait_for(
         "the claim to wait for its slot",

@@ -233,6 +233,72 @@ async fn three_runtimes_share_one_schedule_and_fire_each_tick_once() {
     assert_eq!(early, 0);
 }
 
+/// A pass that begins just before a tick and waits for another runtime's pass
+/// (which holds the schedule's row, updated and uncommitted) reads the clock
+/// after the wait, and fires that tick. Its tick row and job are dated by the
+/// firing, not by the transaction's start, which predates the tick. (The fault
+/// suite's cron scenario caught a tick row dated before its tick.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pass_that_waited_for_another_dates_its_ticks_after_the_wait() {
+    let db = TestDb::new().await;
+    let kind = "test.waited";
+    let schedule = Schedule::parse("* * * * * *", "UTC").unwrap();
+    let pass = |pool: sqlx::PgPool| {
+        let schedule = schedule.clone();
+        async move {
+            let mut conn = pool.acquire().await.unwrap();
+            fire_due(
+                &mut conn,
+                kind,
+                &EverySecond::OPTIONS,
+                &schedule,
+                CatchUp::Once,
+                "null",
+                None,
+            )
+            .await
+            .unwrap()
+        }
+    };
+    // The schedule's row, starting now by the database's clock.
+    pass(db.pool.clone()).await;
+
+    let mut holder = db.pool.begin().await.unwrap();
+    sqlx::query("update lq.cron_schedules set checked_at = checked_at where kind = $1")
+        .bind(kind)
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    let waiter = tokio::spawn(pass(db.another_pool(1).await));
+    // The waiter's transaction began before a whole second that has now passed
+    // while it waits on the holder's row.
+    db.wait_for(
+        "the waiting pass to outlast the next whole second after its start",
+        "select exists (select from pg_stat_activity
+             where datname = current_database() and wait_event_type = 'Lock'
+               and clock_timestamp() >= date_trunc('second', xact_start) + interval '1 second')",
+        Duration::from_secs(10),
+    )
+    .await;
+    holder.commit().await.unwrap();
+    let report = waiter.await.unwrap();
+    assert!(
+        !report.fired.is_empty(),
+        "the waiter fired the tick it outlasted"
+    );
+
+    let (ticks, early): (i64, i64) = sqlx::query_as(
+        "select count(*), count(*) filter (where t.fired_at < t.tick or j.created_at < t.tick)
+         from lq.cron_ticks t join lq.all_jobs j on j.id = t.job_id where t.kind = $1",
+    )
+    .bind(kind)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(ticks as usize, report.fired.len());
+    assert_eq!(early, 0, "a tick row or job dated before its tick");
+}
+
 /// The leader links a recurring type but does not serve its queue, so it does
 /// not schedule it: the runtime that serves the queue fires it. (A follower used
 /// to defer to any leader that merely linked the type, and the schedule never

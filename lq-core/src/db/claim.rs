@@ -425,7 +425,6 @@ enum Waited<'c> {
 
 /// The advisory lock `(key, hashtext(queue))` a transaction waits for, and the
 /// claim room it first waits in, if any.
-#[derive(Clone, Copy)]
 struct Lock<'a> {
     key: i32,
     queue: &'a str,

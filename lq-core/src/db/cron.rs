@@ -44,9 +44,10 @@ pub async fn cron_schedule_lock(
 /// whose `unique_key` (the schedule's, in `options.cron`) a live job of its
 /// kind holds is not enqueued (the tick is still recorded, so it is not fired
 /// again); `None` when the tick was already fired (the primary key holds) or
-/// the key was held. The job is dated by this statement's start, not by its
-/// transaction's: the tick was found due by a clock read after the transaction
-/// began, and a job dated before its tick would claim to predate it.
+/// the key was held. The tick row's `fired_at` and the job are dated by this
+/// statement's start, not by its transaction's: the tick was found due by a
+/// clock read after the transaction began (perhaps after a wait for another
+/// runtime's pass), and a firing dated before its tick would claim to predate it.
 pub async fn cron_tick_fire(
     conn: &mut PgConnection,
     kind: &str,
@@ -59,8 +60,8 @@ pub async fn cron_tick_fire(
     sqlx::query_scalar(
         "with new_id as (select nextval(pg_get_serial_sequence('lq.jobs', 'id')) as id),
          tick as (
-             insert into lq.cron_ticks (kind, tick, catch_up, job_id)
-             select $1, $5, $7, new_id.id from new_id
+             insert into lq.cron_ticks (kind, tick, catch_up, job_id, fired_at)
+             select $1, $5, $7, new_id.id, pg_catalog.statement_timestamp() from new_id
              on conflict do nothing
              returning job_id
          ), job as (
