@@ -1,5 +1,8 @@
 //! Scenario 9 (opt-in: `--only curves`): cost curves as the work grows, each
-//! point one drain of no-op jobs with the shipped defaults unless stated.
+//! point drains of no-op jobs with the shipped defaults unless stated, in
+//! rounds (see [`rounds`]: every point once a round, three rounds unless
+//! `LQ_BENCH_CURVES_ROUNDS` says otherwise, one with `--quick`); a row shows
+//! the median drain of its point and the range.
 //!
 //! - payload size: 100 B, 10 kB, 100 kB;
 //! - queues: 1, 100, 1,000 served by one runtime — idle polling cost (commits
@@ -24,6 +27,7 @@
 
 pub mod child;
 pub mod claims;
+mod rounds;
 pub mod watch;
 
 use std::time::{Duration, Instant};
@@ -40,6 +44,7 @@ use crate::{
 };
 use child::{Child, ChildReport};
 use claims::Latency;
+use rounds::Run;
 use watch::{Waits, Watch};
 
 /// Longest a drain may take before the point fails.
@@ -336,28 +341,45 @@ async fn finish_all(kids: Vec<Child>) -> Result<Vec<ChildReport>> {
 }
 
 async fn payloads(ctx: &mut Ctx) -> Result<()> {
-    for (bytes, n) in [(100usize, 20_000u64), (10_000, 20_000), (100_000, 5_000)] {
-        let n = scaled(if ctx.quick { n / 4 } else { n });
-        db::reset(&ctx.pool, None).await?;
-        prefill(ctx, n, bytes, 1).await?;
-        db::settle(&ctx.pool).await?;
-        announce(&format!("curve payload {bytes} B: drain {n}"));
-        let (w0, _) = db::wal_and_commits(&ctx.pool).await?;
-        let d = drain_in_process(ctx, &queue_names(1), DEFAULT_CONCURRENCY, n).await?;
-        let (w1, _) = db::wal_and_commits(&ctx.pool).await?;
-        let wal = (w1 - w0) / n as f64;
-        let mb = d.rate() * bytes as f64 / 1e6;
-        d.print();
-        println!("    {mb:.1} MB/s of payload, {wal:.0} WAL bytes per job");
+    let sizes = [(100usize, 20_000u64), (10_000, 20_000), (100_000, 5_000)]
+        .map(|(bytes, n)| (bytes, scaled(if ctx.quick { n / 4 } else { n })));
+    let (of, mut points) = (rounds::rounds(ctx.quick), rounds::points(sizes.len()));
+    for round in 1..=of {
+        for (&(bytes, n), point) in sizes.iter().zip(&mut points) {
+            db::reset(&ctx.pool, None).await?;
+            prefill(ctx, n, bytes, 1).await?;
+            db::settle(&ctx.pool).await?;
+            announce(&format!(
+                "curve payload {bytes} B: drain {n}{}",
+                rounds::label(round, of)
+            ));
+            let (w0, _) = db::wal_and_commits(&ctx.pool).await?;
+            let d = drain_in_process(ctx, &queue_names(1), DEFAULT_CONCURRENCY, n).await?;
+            let (w1, _) = db::wal_and_commits(&ctx.pool).await?;
+            let wal = (w1 - w0) / n as f64;
+            d.print();
+            println!(
+                "    {:.1} MB/s of payload, {wal:.0} WAL bytes per job",
+                d.rate() * bytes as f64 / 1e6
+            );
+            point.push(Run {
+                drained: d,
+                lead: format!("{wal:.0} WAL bytes/job; "),
+                trail: String::new(),
+                extra: json!({ "wal_bytes_per_job": wal }),
+            });
+        }
+    }
+    for (&(bytes, n), point) in sizes.iter().zip(&points) {
+        let mb = point.median().drained.rate() * bytes as f64 / 1e6;
         ctx.report.row(
             format!("9a. curve: payload {bytes} B, drain {}", short(n)),
-            format!("{}/s ({mb:.1} MB/s)", thousands(d.rate())),
-            format!("{wal:.0} WAL bytes/job; {}", d.tail()),
+            format!("{} ({mb:.1} MB/s)", point.rate()),
+            point.tail(),
             None,
         );
-        let mut detail = d.json();
-        detail["wal_bytes_per_job"] = json!(wal);
-        ctx.report.detail(&format!("curve_payload_{bytes}"), detail);
+        ctx.report
+            .detail(&format!("curve_payload_{bytes}"), point.json());
     }
     Ok(())
 }
@@ -389,38 +411,54 @@ async fn idle(ctx: &Ctx, names: &[String]) -> Result<(f64, Latency, u64, u64)> {
 }
 
 async fn queues(ctx: &mut Ctx) -> Result<()> {
-    for q in [1usize, 100, 1000] {
-        let names = queue_names(q);
-        announce(&format!(
-            "curve queues {q}: idle, then a drain spread over them"
-        ));
-        let (idle_rate, idle_claims, claims, polls) = idle(ctx, &names).await?;
-        println!(
-            "    idle: {idle_rate:.1} commits/s; {claims} claims and {polls} idle polls by the runtime, {}",
-            idle_claims.show()
-        );
-        // Busy: 50k jobs over all of them, 10 handlers per queue.
-        let n = scaled(if ctx.quick { 20_000 } else { 50_000 });
-        db::reset(&ctx.pool, None).await?;
-        prefill(ctx, n, 0, q).await?;
-        db::settle(&ctx.pool).await?;
-        let d = drain_in_process(ctx, &names, 10, n).await?;
-        d.print();
+    let counts = [1usize, 100, 1000];
+    // Busy: 50k jobs over all of them, 10 handlers per queue.
+    let n = scaled(if ctx.quick { 20_000 } else { 50_000 });
+    let (of, mut points) = (rounds::rounds(ctx.quick), rounds::points(counts.len()));
+    // Idle once per point (it reads the same in every run), in the first round.
+    let mut idles = Vec::new();
+    for round in 1..=of {
+        for (&q, point) in counts.iter().zip(&mut points) {
+            let names = queue_names(q);
+            if round == 1 {
+                announce(&format!("curve queues {q}: idle"));
+                let (rate, latency, claims, polls) = idle(ctx, &names).await?;
+                println!(
+                    "    idle: {rate:.1} commits/s; {claims} claims and {polls} idle polls by the runtime, {}",
+                    latency.show()
+                );
+                idles.push((
+                    format!(
+                        "idle: {rate:.1} commits/s, {claims} claims, {polls} polls ({}); drain: ",
+                        latency.show()
+                    ),
+                    json!({ "idle_commits_per_s": rate, "idle_claim_latency": latency.json(),
+                            "idle_claims": claims, "idle_polls": polls }),
+                ));
+            }
+            announce(&format!(
+                "curve queues {q}: a drain of {n} spread over them{}",
+                rounds::label(round, of)
+            ));
+            db::reset(&ctx.pool, None).await?;
+            prefill(ctx, n, 0, q).await?;
+            db::settle(&ctx.pool).await?;
+            let d = drain_in_process(ctx, &names, 10, n).await?;
+            d.print();
+            point.push(Run::plain(d));
+        }
+    }
+    for ((&q, point), (idle, idle_json)) in counts.iter().zip(&points).zip(idles) {
         ctx.report.row(
             format!("9b. curve: {q} queues, one runtime, 10 handlers each"),
-            format!("drain {}: {}/s", short(n), thousands(d.rate())),
-            format!(
-                "idle: {idle_rate:.1} commits/s, {claims} claims, {polls} polls ({}); drain: {}",
-                idle_claims.show(),
-                d.tail()
-            ),
+            format!("drain {}: {}", short(n), point.rate()),
+            format!("{idle}{}", point.tail()),
             None,
         );
-        let mut detail = d.json();
-        detail["idle_commits_per_s"] = json!(idle_rate);
-        detail["idle_claim_latency"] = idle_claims.json();
-        detail["idle_claims"] = json!(claims);
-        detail["idle_polls"] = json!(polls);
+        let mut detail = point.json();
+        if let (Some(d), Some(idle)) = (detail.as_object_mut(), idle_json.as_object()) {
+            d.extend(idle.clone());
+        }
         ctx.report.detail(&format!("curve_queues_{q}"), detail);
     }
     Ok(())
@@ -428,41 +466,52 @@ async fn queues(ctx: &mut Ctx) -> Result<()> {
 
 async fn backlogs(ctx: &mut Ctx) -> Result<()> {
     let n = scaled(if ctx.quick { 50_000 } else { 100_000 });
-    for backlog in [200_000u64, 2_000_000, 10_000_000].map(scaled) {
-        db::reset(&ctx.pool, None).await?;
-        let t = Instant::now();
-        prefill(ctx, backlog, 0, 1).await?;
-        db::exec(&ctx.pool, "vacuum analyze lq.jobs").await?;
-        println!(
-            "    (prefilled {backlog} and vacuumed in {:.0} s; {})",
-            t.elapsed().as_secs_f64(),
-            sizes(ctx).await?
-        );
-        db::settle(&ctx.pool).await?;
-        announce(&format!("curve backlog {backlog}: drain the first {n}"));
-        let s0 = db::table_stats(&ctx.pool).await?;
-        let d = drain_in_process(ctx, &queue_names(1), DEFAULT_CONCURRENCY, n).await?;
-        let s1 = db::table_stats(&ctx.pool).await?;
-        d.print();
-        let io = json!({
-            "heap_blocks_read": s1.heap_read - s0.heap_read, "heap_blocks_hit": s1.heap_hit - s0.heap_hit,
-            "index_blocks_read": s1.idx_read - s0.idx_read, "index_blocks_hit": s1.idx_hit - s0.idx_hit,
-            "vacuums": s1.vacuums - s0.vacuums });
-        println!("    lq.jobs blocks over the drain (and shutdown): {io}");
+    let sizes = [200_000u64, 2_000_000, 10_000_000].map(scaled);
+    let (of, mut points) = (rounds::rounds(ctx.quick), rounds::points(sizes.len()));
+    for round in 1..=of {
+        for (&backlog, point) in sizes.iter().zip(&mut points) {
+            db::reset(&ctx.pool, None).await?;
+            let t = Instant::now();
+            prefill(ctx, backlog, 0, 1).await?;
+            db::exec(&ctx.pool, "vacuum analyze lq.jobs").await?;
+            println!(
+                "    (prefilled {backlog} and vacuumed in {:.0} s; {})",
+                t.elapsed().as_secs_f64(),
+                sizes_of_jobs(ctx).await?
+            );
+            db::settle(&ctx.pool).await?;
+            announce(&format!(
+                "curve backlog {backlog}: drain the first {n}{}",
+                rounds::label(round, of)
+            ));
+            let s0 = db::table_stats(&ctx.pool).await?;
+            let d = drain_in_process(ctx, &queue_names(1), DEFAULT_CONCURRENCY, n).await?;
+            let s1 = db::table_stats(&ctx.pool).await?;
+            d.print();
+            let io = json!({
+                "heap_blocks_read": s1.heap_read - s0.heap_read, "heap_blocks_hit": s1.heap_hit - s0.heap_hit,
+                "index_blocks_read": s1.idx_read - s0.idx_read, "index_blocks_hit": s1.idx_hit - s0.idx_hit,
+                "vacuums": s1.vacuums - s0.vacuums });
+            println!("    lq.jobs blocks over the drain (and shutdown): {io}");
+            point.push(Run {
+                extra: json!({ "lq_jobs_blocks": io }),
+                ..Run::plain(d)
+            });
+        }
+    }
+    for (&backlog, point) in sizes.iter().zip(&points) {
         ctx.report.row(
             format!(
                 "9c. curve: backlog {}, first {} drained",
                 short(backlog),
                 short(n)
             ),
-            format!("{}/s", thousands(d.rate())),
-            d.tail(),
+            point.rate(),
+            point.tail(),
             None,
         );
-        let mut detail = d.json();
-        detail["lq_jobs_blocks"] = io;
         ctx.report
-            .detail(&format!("curve_backlog_{backlog}"), detail);
+            .detail(&format!("curve_backlog_{backlog}"), point.json());
     }
     // Give the disk back (truncate frees the files at once).
     db::reset(&ctx.pool, None).await?;
@@ -470,7 +519,7 @@ async fn backlogs(ctx: &mut Ctx) -> Result<()> {
 }
 
 /// Sizes of `lq.jobs` and its pickup index, for the record.
-async fn sizes(ctx: &Ctx) -> Result<String> {
+async fn sizes_of_jobs(ctx: &Ctx) -> Result<String> {
     let (table, pickup): (String, String) = sqlx::query_as(
         "select pg_size_pretty(pg_total_relation_size('lq.jobs')),
                 pg_size_pretty(pg_relation_size('lq.jobs_pickup'))",
@@ -484,37 +533,49 @@ async fn sizes(ctx: &Ctx) -> Result<String> {
 
 async fn runtimes(ctx: &mut Ctx) -> Result<()> {
     let n = scaled(if ctx.quick { 50_000 } else { 200_000 });
-    for r in processes() {
-        db::reset(&ctx.pool, None).await?;
-        db::prefill_noop(&ctx.pool, n).await?;
-        db::settle(&ctx.pool).await?;
-        announce(&format!(
-            "curve runtimes {r}: {r} runtime process(es) drain {n}, concurrency {DEFAULT_CONCURRENCY} each"
-        ));
-        let s0 = db::table_stats(&ctx.pool).await?;
-        let (d, reports) = drain_processes(ctx, r, n).await?;
-        let s1 = db::table_stats(&ctx.pool).await?;
-        d.print();
-        let per = per_process(&reports);
-        println!("    per process: {}", per);
-        let work = work_per_job(ctx, &s0, &s1, &d).await?;
-        println!("    per job: {work}");
+    let counts = processes();
+    let (of, mut points) = (rounds::rounds(ctx.quick), rounds::points(counts.len()));
+    for round in 1..=of {
+        for (&r, point) in counts.iter().zip(&mut points) {
+            db::reset(&ctx.pool, None).await?;
+            db::prefill_noop(&ctx.pool, n).await?;
+            db::settle(&ctx.pool).await?;
+            announce(&format!(
+                "curve runtimes {r}: {r} runtime process(es) drain {n}, concurrency {DEFAULT_CONCURRENCY} each{}",
+                rounds::label(round, of)
+            ));
+            let s0 = db::table_stats(&ctx.pool).await?;
+            let (d, reports) = drain_processes(ctx, r, n).await?;
+            let s1 = db::table_stats(&ctx.pool).await?;
+            d.print();
+            println!("    per process: {}", per_process(&reports));
+            let work = work_per_job(ctx, &s0, &s1, &d).await?;
+            println!("    per job: {work}");
+            let processes = reports
+                .iter()
+                .map(|c| {
+                    json!({ "claimed": c.claimed, "succeeded": c.succeeded, "cpu_secs": c.cpu_secs,
+                                 "start_ms": c.start_ms,
+                                 "claim_latency": Latency::of(&c.claims).json() })
+                })
+                .collect::<Vec<_>>();
+            point.push(Run {
+                drained: d,
+                lead: String::new(),
+                trail: format!("; per job: {work}"),
+                extra: json!({ "per_job": work, "processes": processes }),
+            });
+        }
+    }
+    for (&r, point) in counts.iter().zip(&points) {
         ctx.report.row(
             format!("9d. curve: {r} runtime process(es) sharing the server"),
-            format!("drain {}: {}/s", short(n), thousands(d.rate())),
-            format!("{}; per job: {work}", d.tail()),
+            format!("drain {}: {}", short(n), point.rate()),
+            point.tail(),
             None,
         );
-        let mut detail = d.json();
-        detail["per_job"] = json!(work);
-        detail["processes"] =
-            json!(reports
-            .iter()
-            .map(|c| json!({ "claimed": c.claimed, "succeeded": c.succeeded, "cpu_secs": c.cpu_secs,
-                             "start_ms": c.start_ms,
-                             "claim_latency": Latency::of(&c.claims).json() }))
-            .collect::<Vec<_>>());
-        ctx.report.detail(&format!("curve_runtimes_{r}"), detail);
+        ctx.report
+            .detail(&format!("curve_runtimes_{r}"), point.json());
     }
     Ok(())
 }
@@ -585,6 +646,11 @@ pub async fn run(ctx: &mut Ctx) -> Result<()> {
          wait_event_type/wait_event, pg_stat_activity sampled every 100 ms during the drain; \
          commits per job leave out the sampler's own.",
     );
+    ctx.report.note(format!(
+        "Curves: {} round(s), each draining every point of a curve once; a row shows its point's \
+         median drain [lowest–highest], and the median drain's other figures.",
+        rounds::rounds(ctx.quick)
+    ));
     if div() > 1 {
         ctx.report.note(format!(
             "Curves run reduced: LQ_BENCH_CURVES_DIV={} divides every size.",
