@@ -57,11 +57,13 @@ pub async fn main(admin_url: &str, args: &[String]) -> Result<()> {
     let opts = PgConnectOptions::from_str(admin_url)?.database(db::DB_NAME);
     let pool = db::runtime_pool(&opts).await?;
     sqlx::query("select 1").execute(&pool).await?;
+    // The limits' diagnosis knobs reach the children through the environment,
+    // so several runtimes can share one limited queue.
     let start = || {
-        Runtime::builder(pool.clone())
+        let builder = Runtime::builder(pool.clone())
             .config(child_config())
-            .queue(QUEUE, concurrency)
-            .start()
+            .queue(QUEUE, concurrency);
+        crate::scenarios::with_diagnosis_limits(builder).start()
     };
     let mut stdin = BufReader::new(tokio::io::stdin()).lines();
     // Warm: the runtime starts before `ready`, on the queue the parent paused,
