@@ -23,7 +23,9 @@
 //! processes of the `runtimes` curve (not the shipped defaults then), and
 //! `LQ_BENCH_CURVES_WARM=1` starts those runtimes before the drain is timed
 //! (see [`child::warm_start`]); `LQ_BENCH_CURVES_PROCESSES=1,16` picks that
-//! curve's points.
+//! curve's points, and `LQ_BENCH_GLOBAL_LIMIT=N` and `LQ_BENCH_RATE_LIMIT=N`
+//! put the limits on the queue that every runtime process shares (see
+//! `scenarios::with_diagnosis_limits`).
 
 pub mod child;
 pub mod claims;
