@@ -3,6 +3,9 @@
 //! - 4 jobs panic on attempts 1-2 (max 4 attempts): succeed on attempt 3 with two
 //!   `panicked: ...` errors;
 //! - 3 jobs always panic (max 3): dead after 3 attempts, each error `panicked: ...`;
+//! - in both sets an attempt may instead end by lease expiry, when an aborting
+//!   job took its worker down before the panic was recorded; each set must still
+//!   record a panic;
 //! - 2 jobs abort the worker process (max 2): each attempt ends by lease expiry,
 //!   dead after 2 attempts (one of them may never start, if the other took down
 //!   both workers that held it); every crashed worker is restarted;
@@ -172,20 +175,27 @@ pub(super) async fn run(st: &mut Stage<'_>) -> Result<Fleet> {
     .fetch_all(&st.pool)
     .await?;
     let panicked = format!("panicked: {PANIC_MARK}");
+    // Panics recorded for the jobs that panic on attempts 1-2, and for those that
+    // always panic: each set must show the panic path at least once.
+    let (mut panics_then_ok, mut panics_always) = (0, 0);
     for (id, attempts, errors, same_payload, runs) in rows {
         let count = |s: &str| errors.matches(s).count() as i32;
-        // An attempt may also end by lease expiry when an aborting job took its worker down.
+        // An attempt may also end by lease expiry when an aborting job took its
+        // worker down, even one whose panic the worker had not yet recorded: a job
+        // rescued together with an aborting job can be claimed with it again and
+        // lose both of its panicking attempts that way.
         let (panics, expired, all) = (count(&panicked), count("lease expired"), count("\"error\""));
         let (ok, want) = if panic_then_ok.contains(&id) {
-            let ok = attempts >= 3 && panics >= 1 && panics + expired == all && all == attempts - 1;
+            panics_then_ok += panics;
             (
-                ok,
+                attempts >= 3 && panics + expired == all && all == attempts - 1,
                 "succeeded on attempt 3 or later, earlier attempts panicked (or lost to an abort)",
             )
         } else if panic_always.contains(&id) {
+            panics_always += panics;
             (
-                attempts == 3 && panics >= 1 && panics + expired == 3 && all == 3,
-                "dead after 3 attempts that panicked",
+                attempts == 3 && panics + expired == 3 && all == 3,
+                "dead after 3 attempts that panicked (or were lost to an abort)",
             )
         } else if aborts.contains(&id) {
             // It may never have run: when both its attempts were claimed by workers
@@ -208,5 +218,12 @@ pub(super) async fn run(st: &mut Stage<'_>) -> Result<Fleet> {
         };
         st.check(ok, format!("job {id}: expected {want}; attempts {attempts}, {runs} performances, errors {errors}"));
     }
+    st.check(
+        panics_then_ok >= 1 && panics_always >= 1,
+        format!(
+            "panics recorded: {panics_then_ok} for the jobs that panic twice, \
+             {panics_always} for those that always panic (at least one each)"
+        ),
+    );
     Ok(fleet)
 }
