@@ -144,8 +144,7 @@ async fn main() -> anyhow::Result<()> {
         .start()
         .await?;
     wait_until_idle(&pool).await?;
-    let stats = runtime.stats();
-    runtime.shutdown().await?;
+    let stats = runtime.shutdown_with_stats().await?;
 
     println!("== summary");
     summary(&pool).await?;

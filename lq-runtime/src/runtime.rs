@@ -142,7 +142,9 @@ impl Runtime {
         self.shared.config.db_timeout
     }
 
-    /// Counters since start.
+    /// Counters since start. An outcome is counted a moment after its write
+    /// commits, so right after the database shows a job finished its count may
+    /// still be on the way; [`Runtime::shutdown_with_stats`] gives final figures.
     ///
     /// ```no_run
     /// # async fn f(runtime: lq_runtime::Runtime) {
@@ -239,6 +241,22 @@ impl Runtime {
         }
         info!("litequeue runtime stopped");
         Ok(())
+    }
+
+    /// [`Runtime::shutdown`], then the counters with every outcome it wrote
+    /// counted: the final figures of a run, which [`Runtime::stats`] read just
+    /// before stopping can miss (the last outcomes are counted after they commit).
+    ///
+    /// ```no_run
+    /// # async fn f(runtime: lq_runtime::Runtime) -> lq_runtime::Result<()> {
+    /// let s = runtime.shutdown_with_stats().await?;
+    /// println!("{} succeeded, {} retried, {} dead", s.succeeded, s.retried, s.dead);
+    /// # Ok(()) }
+    /// ```
+    pub async fn shutdown_with_stats(self) -> Result<StatsSnapshot, Error> {
+        let stats = self.shared.stats.clone();
+        self.shutdown().await?;
+        Ok(stats.snapshot())
     }
 
     /// Waits for SIGTERM or Ctrl-C, then runs [`Runtime::shutdown`].

@@ -195,8 +195,7 @@ async fn a_job_cancelled_while_it_waits_for_a_handler_ends_without_running() {
     assert_eq!(gates.started().len(), 2, "a handler was freed meanwhile");
     gates.open(round);
     db.wait_idle(Duration::from_secs(60)).await;
-    let stats = rt.stats();
-    rt.shutdown().await.unwrap();
+    let stats = rt.shutdown_with_stats().await.unwrap();
     assert!(
         !gates.started().contains(&victim),
         "the cancelled job's handler ran"

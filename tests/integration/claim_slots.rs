@@ -450,8 +450,7 @@ async fn a_second_claim_on_a_borrowed_connection_takes_a_slot_or_claims_nothing(
         .await
         .unwrap();
     db.wait_idle(LIMIT).await;
-    let stats = rt.stats();
-    rt.shutdown().await.unwrap();
+    let stats = rt.shutdown_with_stats().await.unwrap();
     let counts = ledger.counts();
     assert!(
         ids.iter().all(|id| counts.get(id) == Some(&1)),

@@ -82,8 +82,7 @@ async fn a_claim_whose_answer_is_lost_hands_its_jobs_back_unspent() {
         LIMIT,
     )
     .await;
-    let stats = rt.stats();
-    rt.shutdown().await.unwrap();
+    let stats = rt.shutdown_with_stats().await.unwrap();
 
     assert_eq!(proxy.answers_lost(), 1, "the claim's answer was lost");
     let (state, attempts, errors): (String, i32, String) = sqlx::query_as(

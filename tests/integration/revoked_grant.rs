@@ -78,8 +78,7 @@ async fn completions_refused_while_a_grant_is_revoked_land_once_it_is_back() {
     )
     .await;
     db.wait_idle(LIMIT).await;
-    let stats = rt.stats();
-    rt.shutdown().await.unwrap();
+    let stats = rt.shutdown_with_stats().await.unwrap();
     let succeeded: i64 = sqlx::query_scalar(
         "select count(*) from lq.finished_jobs where state = 'succeeded' and id = any($1)",
     )

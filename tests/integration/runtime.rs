@@ -476,8 +476,7 @@ async fn short_jobs_are_claimed_ahead_of_idle_handlers_and_each_runs_once() {
     .ids;
     let rt = start_runtime(&db, "default", 2, quick(), &ledger).await;
     db.wait_idle(LIMIT).await;
-    let stats = rt.stats();
-    rt.shutdown().await.unwrap();
+    let stats = rt.shutdown_with_stats().await.unwrap();
     assert_eq!(db.count("succeeded").await, 2000);
     let counts = ledger.counts();
     assert_eq!(counts.len(), 2000);
@@ -509,8 +508,7 @@ async fn two_claims_in_flight_never_take_the_same_job() {
     };
     let rt = start_runtime(&db, "default", 20, config, &ledger).await;
     db.wait_idle(LIMIT).await;
-    let stats = rt.stats();
-    rt.shutdown().await.unwrap();
+    let stats = rt.shutdown_with_stats().await.unwrap();
     assert_eq!(db.count("succeeded").await, 6000);
     let counts = ledger.counts();
     assert!(ids.iter().all(|id| counts.get(id) == Some(&1)));
