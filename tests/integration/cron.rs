@@ -47,23 +47,12 @@ async fn simulate(
     seed: u64,
 ) -> (Vec<DateTime<Utc>>, Vec<(DateTime<Utc>, DateTime<Utc>)>) {
     let mut rng = fastrand::Rng::with_seed(seed);
-    let schedule = Schedule::parse("* * * * * *", "UTC").unwrap();
     let options = EverySecond::OPTIONS;
     let start = t("2030-01-01T00:00:00Z");
     let mut now = start;
     let mut downs = Vec::new();
     let mut conn = db.pool.acquire().await.unwrap();
-    fire_due(
-        &mut conn,
-        kind,
-        &options,
-        &schedule,
-        catch_up,
-        "null",
-        Some(now),
-    )
-    .await
-    .unwrap();
+    fire_every_second_as(&mut conn, kind, &options, catch_up, Some(now)).await;
     let mut fired_total = 0usize;
     let mut calls = 0;
     while fired_total < 1000 {
@@ -79,32 +68,12 @@ async fn simulate(
         } else {
             now += chrono::Duration::milliseconds(rng.i64(200..1500));
         }
-        let rep = fire_due(
-            &mut conn,
-            kind,
-            &options,
-            &schedule,
-            catch_up,
-            "null",
-            Some(now),
-        )
-        .await
-        .unwrap();
+        let rep = fire_every_second_as(&mut conn, kind, &options, catch_up, Some(now)).await;
         for (tick, _) in &rep.fired {
             assert!(*tick <= now, "tick {tick} fired early at {now}");
         }
         // A second runtime deciding at the same instant finds nothing left to do.
-        let twin = fire_due(
-            &mut conn,
-            kind,
-            &options,
-            &schedule,
-            catch_up,
-            "null",
-            Some(now),
-        )
-        .await
-        .unwrap();
+        let twin = fire_every_second_as(&mut conn, kind, &options, catch_up, Some(now)).await;
         assert!(twin.fired.is_empty(), "a tick fired twice");
         fired_total += rep.fired.len();
     }
@@ -242,23 +211,9 @@ async fn three_runtimes_share_one_schedule_and_fire_each_tick_once() {
 async fn a_pass_that_waited_for_another_dates_its_ticks_after_the_wait() {
     let db = TestDb::new().await;
     let kind = "test.waited";
-    let schedule = Schedule::parse("* * * * * *", "UTC").unwrap();
-    let pass = |pool: sqlx::PgPool| {
-        let schedule = schedule.clone();
-        async move {
-            let mut conn = pool.acquire().await.unwrap();
-            fire_due(
-                &mut conn,
-                kind,
-                &EverySecond::OPTIONS,
-                &schedule,
-                CatchUp::Once,
-                "null",
-                None,
-            )
-            .await
-            .unwrap()
-        }
+    let pass = |pool: sqlx::PgPool| async move {
+        let mut conn = pool.acquire().await.unwrap();
+        fire_every_second_as(&mut conn, kind, &EverySecond::OPTIONS, CatchUp::Once, None).await
     };
     // The schedule's row, starting now by the database's clock.
     pass(db.pool.clone()).await;
@@ -401,18 +356,22 @@ async fn fire_every_second_with(
     options: &lq_runtime::JobOptions,
     now: &str,
 ) -> lq_runtime::cron::FireReport {
+    fire_every_second_as(conn, kind, options, CatchUp::Once, Some(t(now))).await
+}
+
+/// One pass of an every-second schedule with `options`, the missed-tick policy
+/// `missed`, at `now` (the database's clock when `None`).
+async fn fire_every_second_as(
+    conn: &mut sqlx::PgConnection,
+    kind: &str,
+    options: &lq_runtime::JobOptions,
+    missed: impl Into<lq_runtime::cron::MissedTicks>,
+    now: Option<DateTime<Utc>>,
+) -> lq_runtime::cron::FireReport {
     let schedule = Schedule::parse("* * * * * *", "UTC").unwrap();
-    fire_due(
-        conn,
-        kind,
-        options,
-        &schedule,
-        CatchUp::Once,
-        "null",
-        Some(t(now)),
-    )
-    .await
-    .unwrap()
+    fire_due(conn, kind, options, &schedule, missed, "null", now)
+        .await
+        .unwrap()
 }
 
 /// A runtime that knows a recurring type records its declaration, so tools
@@ -504,26 +463,7 @@ async fn a_tick_whose_unique_key_a_live_job_holds_enqueues_nothing() {
 #[tokio::test]
 async fn ticks_late_by_less_than_the_allowance_fire_as_on_time() {
     let db = TestDb::new().await;
-    let schedule = Schedule::parse("* * * * * *", "UTC").unwrap();
     let mut conn = db.pool.acquire().await.unwrap();
-    let pass = |kind: &'static str, missed: lq_runtime::cron::MissedTicks, now: &'static str| {
-        let schedule = schedule.clone();
-        let pool = db.pool.clone();
-        async move {
-            let mut conn = pool.acquire().await.unwrap();
-            fire_due(
-                &mut conn,
-                kind,
-                &EverySecond::OPTIONS,
-                &schedule,
-                missed,
-                "null",
-                Some(t(now)),
-            )
-            .await
-            .unwrap()
-        }
-    };
     let allowing = |late_after| lq_runtime::cron::MissedTicks {
         catch_up: CatchUp::Skip,
         late_after,
@@ -533,14 +473,23 @@ async fn ticks_late_by_less_than_the_allowance_fire_as_on_time() {
     for kind in ["test.late_allowed", "test.late_default"] {
         fire_every_second(&mut conn, kind, start).await;
     }
-    let allowed = pass(
+    let allowed = fire_every_second_as(
+        &mut conn,
         "test.late_allowed",
+        &EverySecond::OPTIONS,
         allowing(Duration::from_secs(30)),
-        later,
+        Some(t(later)),
     )
     .await;
     assert_eq!((allowed.fired.len(), allowed.missed), (25, 0));
-    let default = pass("test.late_default", CatchUp::Skip.into(), later).await;
+    let default = fire_every_second_as(
+        &mut conn,
+        "test.late_default",
+        &EverySecond::OPTIONS,
+        CatchUp::Skip,
+        Some(t(later)),
+    )
+    .await;
     let late = LATE_AFTER.as_secs() as usize;
     assert_eq!(
         (default.fired.len(), default.missed),
