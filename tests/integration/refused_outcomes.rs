@@ -181,8 +181,9 @@ async fn a_rescue_refused_for_one_expired_lease_quarantines_that_job_alone() {
     };
     let rt = start_runtime(&db, "default", 4, config, &ledger).await;
     db.wait_idle(LIMIT).await;
-    let stats = stats_once(&rt, "the quarantine", |s| s.quarantined == 1).await;
-    rt.shutdown().await.unwrap();
+    stats_once(&rt, "the quarantine", |s| s.quarantined == 1).await;
+    // The successes are counted just after they commit: final counts after shutdown.
+    let stats = rt.shutdown_with_stats().await.unwrap();
 
     for &id in &ids {
         let row = lq_runtime::control::get(&db.pool, id).await.unwrap();
