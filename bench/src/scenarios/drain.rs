@@ -113,10 +113,13 @@ pub async fn once(
     let t0 = Instant::now();
     let rt = start_runtime(pool.clone(), s.concurrency, s.config(), None).await?;
     let limit = time_limit(ctx.quick);
+    let mut timeline = Timeline::from_env();
     while rt.stats().succeeded < n && t0.elapsed() < limit {
         tokio::time::sleep(Duration::from_millis(5)).await;
+        timeline.sample(t0, rt.stats().succeeded);
     }
     let secs = t0.elapsed().as_secs_f64();
+    timeline.print(secs, n);
     let (cpu_bench, cpu_pg) = CpuSnap::now().since(&cpu0);
     let stats = rt.stats();
     let succeeded = stats.succeeded.min(n);
@@ -396,4 +399,59 @@ pub async fn run(ctx: &mut Ctx) -> Result<()> {
     let median = report(ctx, &name, &r);
     ctx.best = Some((best, median));
     Ok(())
+}
+
+/// For a diagnosis only (`LQ_BENCH_DRAIN_TIMELINE=MS`): the jobs that succeeded in
+/// each `MS` of a drain, to tell its start and its tail from its steady middle.
+struct Timeline {
+    step: Option<Duration>,
+    points: Vec<(Duration, u64)>,
+}
+
+impl Timeline {
+    fn from_env() -> Self {
+        let step = std::env::var("LQ_BENCH_DRAIN_TIMELINE")
+            .ok()
+            .and_then(|ms| ms.parse().ok())
+            .map(Duration::from_millis);
+        Timeline {
+            step,
+            points: Vec::new(),
+        }
+    }
+
+    fn sample(&mut self, t0: Instant, succeeded: u64) {
+        if self.step.is_some() {
+            self.points.push((t0.elapsed(), succeeded));
+        }
+    }
+
+    fn print(&self, secs: f64, n: u64) {
+        let Some(step) = self.step else { return };
+        let mut line = String::new();
+        let (mut next, mut last) = (step, 0u64);
+        for &(at, done) in &self.points {
+            if at >= next {
+                line.push_str(&format!(" {}", done - last));
+                last = done;
+                next += step;
+            }
+        }
+        // The steady rate: the middle 80 % of the jobs, against the whole drain's.
+        let at = |share: f64| {
+            self.points
+                .iter()
+                .find(|p| p.1 as f64 >= share * n as f64)
+                .map_or(secs, |p| p.0.as_secs_f64())
+        };
+        let (t10, t90) = (at(0.1), at(0.9));
+        println!(
+            "    timeline, jobs per {} ms:{line}\n    10 % done at {:.3} s, 90 % at {:.3} s: middle {:.0}/s against {:.0}/s overall",
+            step.as_millis(),
+            t10,
+            t90,
+            0.8 * n as f64 / (t90 - t10),
+            n as f64 / secs
+        );
+    }
 }
