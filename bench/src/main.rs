@@ -22,6 +22,7 @@
 //! `lq-bench --runtime-child CONCURRENCY` is a hidden mode: one runtime process of
 //! the curves scenario, started by lq-bench itself (see `scenarios::curves::child`).
 
+mod busy;
 mod ceiling;
 mod cpu;
 mod db;
@@ -176,6 +177,7 @@ fn init_tracing(child: bool) {
     tracing_subscriber::registry()
         .with(fmt)
         .with(scenarios::curves::claims::layer())
+        .with(busy::layer())
         .init();
 }
 

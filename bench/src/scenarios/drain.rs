@@ -111,6 +111,7 @@ pub async fn once(
     let (wal0, commits0) = db::wal_and_commits(&ctx.pool).await?;
     let cpu0 = CpuSnap::now();
     let t0 = Instant::now();
+    crate::busy::start();
     let rt = start_runtime(pool.clone(), s.concurrency, s.config(), None).await?;
     let limit = time_limit(ctx.quick);
     let mut timeline = Timeline::from_env();
@@ -119,6 +120,7 @@ pub async fn once(
         timeline.sample(t0, rt.stats().succeeded);
     }
     let secs = t0.elapsed().as_secs_f64();
+    crate::busy::report(t0, Instant::now());
     timeline.print(secs, n);
     let (cpu_bench, cpu_pg) = CpuSnap::now().since(&cpu0);
     let stats = rt.stats();
