@@ -101,24 +101,19 @@ pub fn report(t0: Instant, t1: Instant) {
 
 struct Busy;
 
-struct Began(Instant);
-
 impl<S> Layer<S> for Busy
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
     fn on_new_span(&self, _: &span::Attributes<'_>, id: &span::Id, ctx: Context<'_, S>) {
-        if let Some(span) = ctx.span(id) {
-            span.extensions_mut().insert(Began(Instant::now()));
-        }
+        crate::span_clock::stamp(id, &ctx);
     }
 
     fn on_close(&self, id: span::Id, ctx: Context<'_, S>) {
-        let Some(span) = ctx.span(&id) else { return };
+        let (Some(span), Some(began)) = (ctx.span(&id), crate::span_clock::began(&id, &ctx)) else {
+            return;
+        };
         let kind = usize::from(span.name() == SPANS[1]);
-        let began = span.extensions().get::<Began>().map(|b| b.0);
-        if let Some(began) = began {
-            SEEN.lock().unwrap().push((kind, began, Instant::now()));
-        }
+        SEEN.lock().unwrap().push((kind, began, Instant::now()));
     }
 }

@@ -30,6 +30,7 @@ mod jobs;
 mod paired;
 mod report;
 mod scenarios;
+mod span_clock;
 mod stats;
 mod writeback;
 

@@ -6,12 +6,9 @@
 //! layer reads it without building the bench with that feature. Claims that
 //! failed record no `lq.claimed` and are not counted.
 
-use std::{
-    sync::{
-        atomic::{AtomicBool, Ordering::Relaxed},
-        Mutex,
-    },
-    time::Instant,
+use std::sync::{
+    atomic::{AtomicBool, Ordering::Relaxed},
+    Mutex,
 };
 
 use serde::{Deserialize, Serialize};
@@ -29,7 +26,7 @@ use tracing_subscriber::{
     Layer,
 };
 
-use crate::stats::percentile;
+use crate::{span_clock, stats::percentile};
 
 /// The span lq-runtime opens around each claim statement (`telemetry::claim_span`).
 const CLAIM_SPAN: &str = "lq.claim";
@@ -83,30 +80,22 @@ fn lock() -> std::sync::MutexGuard<'static, Vec<Sample>> {
 /// Times `lq.claim` spans from creation to their `lq.claimed` record.
 struct ClaimTimer;
 
-/// When a claim span was created (kept in the span's extensions).
-struct Began(Instant);
-
 impl<S> Layer<S> for ClaimTimer
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
     fn on_new_span(&self, _: &span::Attributes<'_>, id: &span::Id, ctx: Context<'_, S>) {
-        if let Some(span) = ctx.span(id) {
-            span.extensions_mut().insert(Began(Instant::now()));
-        }
+        span_clock::stamp(id, &ctx);
     }
 
     fn on_record(&self, id: &span::Id, values: &span::Record<'_>, ctx: Context<'_, S>) {
         let mut claimed = Claimed(None);
         values.record(&mut claimed);
-        let (Some(got), Some(span)) = (claimed.0, ctx.span(id)) else {
+        let (Some(got), Some(began)) = (claimed.0, span_clock::began(id, &ctx)) else {
             return;
         };
-        let extensions = span.extensions();
-        if let Some(began) = extensions.get::<Began>() {
-            let us = began.0.elapsed().as_micros().min(u32::MAX as u128) as u32;
-            lock().push(Sample(us, got.min(u32::MAX as u64) as u32));
-        }
+        let us = began.elapsed().as_micros().min(u32::MAX as u128) as u32;
+        lock().push(Sample(us, got.min(u32::MAX as u64) as u32));
     }
 }
 
