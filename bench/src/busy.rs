@@ -27,6 +27,7 @@ const SPANS: [&str; 2] = ["lq.claim", "lq.complete_flush"];
 static ON: AtomicBool = AtomicBool::new(false);
 static SEEN: Mutex<Vec<(usize, Instant, Instant)>> = Mutex::new(Vec::new());
 
+/// The layer: it sees the two spans only, and only with `LQ_BENCH_BUSY` set.
 pub fn layer<S>() -> impl Layer<S>
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
@@ -46,6 +47,7 @@ where
     Busy.with_filter(filter)
 }
 
+/// Starts recording a drain's spans, dropping any recorded before.
 pub fn start() {
     SEEN.lock().unwrap().clear();
     ON.store(std::env::var_os("LQ_BENCH_BUSY").is_some(), Relaxed);
