@@ -32,7 +32,7 @@ pub fn layer<S>() -> impl Layer<S>
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
-    let wanted = std::env::var_os("LQ_BENCH_BUSY").is_some();
+    let wanted = wanted();
     let filter = dynamic_filter_fn(|meta: &Metadata<'_>, _: &Context<'_, S>| {
         ON.load(Relaxed) && SPANS.contains(&meta.name())
     })
@@ -50,7 +50,12 @@ where
 /// Starts recording a drain's spans, dropping any recorded before.
 pub fn start() {
     SEEN.lock().unwrap().clear();
-    ON.store(std::env::var_os("LQ_BENCH_BUSY").is_some(), Relaxed);
+    ON.store(wanted(), Relaxed);
+}
+
+/// Whether `LQ_BENCH_BUSY` asks for the diagnosis.
+fn wanted() -> bool {
+    std::env::var_os("LQ_BENCH_BUSY").is_some()
 }
 
 /// Prints the summary of the spans closed since [`start`], over `[t0, t1]`.

@@ -115,9 +115,13 @@ pub async fn once(
     let rt = start_runtime(pool.clone(), s.concurrency, s.config(), None).await?;
     let limit = time_limit(ctx.quick);
     let mut timeline = Timeline::from_env();
-    while rt.stats().succeeded < n && t0.elapsed() < limit {
+    loop {
+        let succeeded = rt.stats().succeeded;
+        timeline.sample(t0, succeeded);
+        if succeeded >= n || t0.elapsed() >= limit {
+            break;
+        }
         tokio::time::sleep(Duration::from_millis(5)).await;
-        timeline.sample(t0, rt.stats().succeeded);
     }
     let secs = t0.elapsed().as_secs_f64();
     crate::busy::report(t0, Instant::now());
