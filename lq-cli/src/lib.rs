@@ -84,7 +84,7 @@ pub enum Command {
     /// Check what makes queues slow down or jobs stop; exit 1 on any finding.
     Doctor,
     /// Per queue: ready, scheduled and running jobs, the oldest wait, the last
-    /// hour's successes and deaths, and pauses.
+    /// hour's successes and deaths (from the per-minute rollup), and pauses.
     Status(commands::status::StatusArgs),
     /// List, show, retry, cancel, delete or run now jobs.
     #[command(subcommand)]

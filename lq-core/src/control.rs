@@ -391,11 +391,15 @@ pub async fn prune_as_of(
 ) -> Result<u64, Error> {
     const BATCH: i64 = 5000;
     let (finished, dead) = retention_secs(keep_finished, keep_dead)?;
+    let mut ids = db::maintenance::PruneIds {
+        after: 0,
+        upto: id_bound(pool, at, finished.min(dead)).await?,
+    };
     let mut total = 0;
     loop {
-        let n = pinned(pool, "job_prune", |conn| {
+        let (n, highest) = pinned(pool, "job_prune", |conn| {
             Box::pin(async move {
-                db::maintenance::job_prune(conn, finished, dead, Some(at), BATCH).await
+                db::maintenance::job_prune(conn, finished, dead, Some(at), ids, BATCH).await
             })
         })
         .await
@@ -410,6 +414,21 @@ pub async fn prune_as_of(
         if n < BATCH as u64 {
             return Ok(total);
         }
+        ids.after = highest.unwrap_or(ids.after);
+    }
+}
+
+/// The highest id a job past `keep_secs` of retention at `at` can have (see
+/// [`db::maintenance::id_bound`]); `None`, so that the prune reads every id,
+/// when there is no mark that recent or the role may not read the marks.
+async fn id_bound(pool: &PgPool, at: DateTime<Utc>, keep_secs: f64) -> Result<Option<i64>, Error> {
+    let bound = pinned(pool, "id_bound", |conn| {
+        Box::pin(async move { db::maintenance::id_bound(conn, Some(at), keep_secs).await })
+    })
+    .await;
+    match bound {
+        Err(e) if crate::lacks_grant(&e) => Ok(None),
+        other => other,
     }
 }
 
@@ -436,8 +455,9 @@ pub async fn prune_count(
 
 /// How many finished jobs are past their retention now, and the database's
 /// time of the count: pass it to [`prune_as_of`] to delete those and no more
-/// (what `lq prune` does after it asks). The count reads every finished job
-/// past the shorter retention: on a long history, prune without it.
+/// (what `lq prune` does after it asks). The count reads the history's
+/// primary key up to the jobs that finished around the shorter retention's
+/// cutoff: on a long backlog of history to prune, prune without it.
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -455,8 +475,13 @@ pub async fn prune_count_now(
     keep_dead: Duration,
 ) -> Result<PruneCount, Error> {
     let (finished, dead) = retention_secs(keep_finished, keep_dead)?;
-    let (count, at) = pinned(pool, "job_prune_count", |conn| {
-        Box::pin(async move { db::control::job_prune_count_now(conn, finished, dead).await })
+    let at = pinned(pool, "job_prune_count", |conn| {
+        Box::pin(async move { db::clock::clock_now(conn).await })
+    })
+    .await?;
+    let upto = id_bound(pool, at, finished.min(dead)).await?;
+    let count = pinned(pool, "job_prune_count", |conn| {
+        Box::pin(async move { db::control::job_prune_count(conn, finished, dead, at, upto).await })
     })
     .await?;
     Ok(PruneCount {

@@ -158,8 +158,11 @@ impl JobFilter {
         self
     }
 
-    /// Only jobs that finished at most `age` ago (the recent history, read
-    /// through its `finished_at` index).
+    /// Only jobs that finished at most `age` ago. No index orders the history
+    /// by finish time (each would cost every finished job an entry), so a
+    /// listing reads the history newest id first until it has its rows, and a
+    /// count reads all of it: for the last hour's outcomes per queue, read the
+    /// per-minute rollup ([`crate::control::stats`]).
     pub fn finished_within(mut self, age: Duration) -> Self {
         self.finished_within = Some(age);
         self

@@ -101,6 +101,14 @@ const MIGRATIONS: &[Migration] = &[
         include_str!("../migrations/0014_claim_rooms.sql"),
         11,
     ),
+    // A table only newer prunes use, an index dropped, and a primary key with
+    // more columns carried: version 14's statements work unchanged (their prune
+    // reads the history instead of the index), and with them version 11's.
+    migration(
+        "0015_history_pruned_by_id",
+        include_str!("../migrations/0015_history_pruned_by_id.sql"),
+        11,
+    ),
 ];
 
 /// A [`Migration`], written short for the table above.

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use lq_core::{chain, db};
+use lq_core::{chain, db, db::maintenance::PruneIds};
 use tracing::{debug, warn, Instrument};
 
 use crate::{batch_size::AdaptiveBatch, shared::Shared};
@@ -15,6 +15,7 @@ pub(crate) async fn run(shared: Arc<Shared>) {
     let keep_finished = shared.config.keep_finished.as_secs_f64();
     let keep_dead = shared.config.keep_dead.as_secs_f64();
     let mut batch = AdaptiveBatch::new(PRUNE_BATCH);
+    let mut marks_refused = false;
     loop {
         if shared.pause(shared.config.prune_interval).await {
             return;
@@ -23,21 +24,25 @@ pub(crate) async fn run(shared: Arc<Shared>) {
             continue;
         }
         async {
+            let upto = id_bound(&shared, keep_finished, keep_dead, &mut marks_refused).await;
+            let mut ids = PruneIds { after: 0, upto };
             loop {
                 let limit = batch.size();
                 let r = shared
                     .with_conn("job_prune", |mut conn| async move {
-                        db::maintenance::job_prune(&mut conn, keep_finished, keep_dead, None, limit).await
+                        db::maintenance::job_prune(&mut conn, keep_finished, keep_dead, None, ids, limit)
+                            .await
                     })
                     .await;
                 match r {
-                    Ok(n) => {
+                    Ok((n, highest)) => {
                         batch.succeeded();
                         crate::telemetry::maintenance("pruned", n);
                         debug!(pruned = n, "pruned finished jobs");
                         if (n as i64) < limit || shared.stopping.is_cancelled() {
                             break;
                         }
+                        ids.after = highest.unwrap_or(ids.after);
                     }
                     Err(e) => {
                         batch.failed();
@@ -65,5 +70,42 @@ pub(crate) async fn run(shared: Arc<Shared>) {
         }
         .instrument(crate::telemetry::duty_span("prune"))
         .await;
+    }
+}
+
+/// Records a mark of the job id sequence, then reads the highest id a job past
+/// the shorter retention can have (see [`db::maintenance::id_bound`]). `None`
+/// (the prune reads every id, as correct and slower) when either fails; a role
+/// refused the marks is told once which grant it lacks.
+async fn id_bound(
+    shared: &Arc<Shared>,
+    keep_finished: f64,
+    keep_dead: f64,
+    refused: &mut bool,
+) -> Option<i64> {
+    let keep_longest = keep_finished.max(keep_dead);
+    let keep_shortest = keep_finished.min(keep_dead);
+    let r = shared
+        .with_conn("id_mark", |mut conn| async move {
+            db::maintenance::id_mark(&mut conn, keep_longest).await?;
+            db::maintenance::id_bound(&mut conn, None, keep_shortest).await
+        })
+        .await;
+    match r {
+        Ok(upto) => upto,
+        Err(e) if lq_core::lacks_grant(&e) => {
+            if !std::mem::replace(refused, true) {
+                warn!(
+                    error = %chain(&e),
+                    "the role may not keep lq.id_marks, so every prune reads the whole history; \
+                     grant select, insert, delete on lq.id_marks (docs/roles.md)"
+                );
+            }
+            None
+        }
+        Err(e) => {
+            warn!(error = %chain(&e), "recording an id mark failed; this prune reads the whole history");
+            None
+        }
     }
 }

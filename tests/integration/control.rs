@@ -311,10 +311,12 @@ async fn pruning_removes_only_old_finished_jobs() {
     db.finish(ids[1], "succeeded", 0.0).await;
     db.finish(ids[2], "dead", 7200.0).await;
     let mut conn = db.pool.acquire().await.unwrap();
-    let pruned = lq_core::db::maintenance::job_prune(&mut conn, 3600.0, 86_400.0, None, 100)
-        .await
-        .unwrap();
-    assert_eq!(pruned, 1);
+    let every_id = lq_core::db::maintenance::PruneIds::default();
+    let pruned =
+        lq_core::db::maintenance::job_prune(&mut conn, 3600.0, 86_400.0, None, every_id, 100)
+            .await
+            .unwrap();
+    assert_eq!(pruned, (1, Some(ids[0])));
     let left: Vec<i64> = sqlx::query_scalar("select id from lq.all_jobs order by id")
         .fetch_all(&db.pool)
         .await

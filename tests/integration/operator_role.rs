@@ -17,6 +17,7 @@ const OPERATOR_GRANTS: &str = "
     grant usage on schema lq to {role};
     grant select, insert, update, delete on lq.jobs, lq.finished_jobs to {role};
     grant select, insert, update on lq.queues to {role};
+    grant select on lq.id_marks to {role};
     grant select on lq.all_jobs, lq.runtimes, lq.leader, lq.cron_schedules, lq.cron_ticks, lq.stats_minute,
         lq.schema_migrations, lq.rate_limits to {role};
     grant pg_monitor to {role};";

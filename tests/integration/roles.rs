@@ -64,6 +64,7 @@ pub(crate) const WORKER_GRANTS: &str = "
     grant select on lq.schema_migrations, lq.queues to {role};
     grant select, insert, update on lq.rate_limits to {role};
     grant select, insert, update, delete on lq.runtimes, lq.leader, lq.stats_minute to {role};
+    grant select, insert, delete on lq.id_marks to {role};
     grant usage on sequence lq.jobs_id_seq to {role};";
 
 /// Roles made for one test, dropped when the value drops. Declare it before the
@@ -1167,33 +1168,23 @@ async fn the_schemas_owner_migrates_a_later_release_without_create_on_the_databa
         .execute(&db.pool)
         .await
         .unwrap();
-    // A release with one more migration: the last one (the claim rooms), not
-    // applied yet.
-    let rooms: String = (0..lq_core::db::claim::CLAIM_ROOMS)
-        .map(|room| format!("drop view lq.claim_room_{room:02};"))
-        .collect();
-    sqlx::raw_sql(&format!(
-        "{rooms}
-         delete from lq.schema_migrations where version = {}",
-        lq_runtime::SCHEMA_VERSION
-    ))
-    .execute(&db.pool)
-    .await
-    .unwrap();
+    // A release with one more migration: the last one (the history pruned by
+    // id), not applied yet.
+    crate::prune_marks::back_to_version_14(&db).await;
     let early = lq_runtime::migrate(&worker_pool).await.unwrap_err();
     assert!(
         matches!(&early, CoreError::SchemaBehind { owner, .. } if *owner == migrator),
         "{early:?}"
     );
     lq_runtime::migrate(&migrator_pool).await.unwrap();
-    let rebuilt: bool = sqlx::query_scalar(
-        "select exists (select from information_schema.views
-                        where table_schema = 'lq' and table_name = 'claim_room_15')",
-    )
+    // The worker, who prunes the history, was given the new table's grants.
+    let marks_granted: bool = sqlx::query_scalar(&format!(
+        "select has_table_privilege('{worker}', 'lq.id_marks', 'insert')"
+    ))
     .fetch_one(&db.pool)
     .await
     .unwrap();
-    assert!(rebuilt, "the pending migration was applied");
+    assert!(marks_granted, "the pending migration was applied");
     lq_runtime::migrate(&worker_pool).await.unwrap();
     drop((migrator_pool, worker_pool));
     drop(db);

@@ -3,7 +3,7 @@
 use std::{collections::BTreeMap, time::Duration};
 
 use clap::Args;
-use lq_runtime::{control, JobFilter, JobState};
+use lq_runtime::control;
 use serde_json::json;
 use sqlx::PgPool;
 
@@ -65,14 +65,12 @@ async fn lines(pool: &PgPool) -> Result<BTreeMap<String, Line>, Failure> {
             },
         );
     }
-    let hour = JobFilter::new().finished_within(Duration::from_secs(3600));
-    for c in control::count(pool, &hour).await? {
-        let line = lines.entry(c.queue).or_default();
-        match c.state {
-            JobState::Succeeded => line.succeeded_1h += c.count,
-            JobState::Dead => line.dead_1h += c.count,
-            _ => {}
-        }
+    // The last hour's outcomes come from the per-minute rollup the runtimes
+    // write, not from the history, which no index orders by finish time.
+    for m in control::stats(pool, Duration::from_secs(3600)).await? {
+        let line = lines.entry(m.queue).or_default();
+        line.succeeded_1h += u64::try_from(m.succeeded).unwrap_or(0);
+        line.dead_1h += u64::try_from(m.dead).unwrap_or(0);
     }
     Ok(lines)
 }

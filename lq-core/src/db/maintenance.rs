@@ -6,33 +6,102 @@ use sqlx::PgConnection;
 use super::err;
 use crate::Error;
 
-/// Deletes up to `limit` finished jobs: succeeded or cancelled ones finished more
-/// than `keep_finished_secs` before `as_of`, dead ones more than
-/// `keep_dead_secs` before it. `as_of` is the database's `now()` when `None`
-/// (the leader's prune); an operator's prune passes the time of the count it
-/// confirmed, so jobs that passed their retention since are left.
+/// Deletes up to `limit` finished jobs, lowest id first, among those with ids
+/// in `after < id <= upto`: succeeded or cancelled ones finished more than
+/// `keep_finished_secs` before `as_of`, dead ones more than `keep_dead_secs`
+/// before it. `as_of` is the database's `now()` when `None` (the leader's
+/// prune); an operator's prune passes the time of the count it confirmed, so
+/// jobs that passed their retention since are left. Returns how many it
+/// deleted and the highest id among them: the next batch of the same prune
+/// starts above it, since every job at or below it was just tested.
+///
+/// The primary key carries each job's state and `finished_at`, so the scan
+/// tests them in the index; `upto` (from [`id_bound`]) keeps it from reading
+/// the jobs that finished since the cutoff. The ids go to the delete as an
+/// array, which it looks up in the primary key: as `id in (subquery)` the
+/// planner hashed them and read the whole history for each batch (438 ms for
+/// 5,000 of a million rows, against 25 ms).
 pub async fn job_prune(
     conn: &mut PgConnection,
     keep_finished_secs: f64,
     keep_dead_secs: f64,
     as_of: Option<DateTime<Utc>>,
+    ids: PruneIds,
     limit: i64,
-) -> Result<u64, Error> {
-    let r = sqlx::query(concat!(
-        "delete from lq.finished_jobs where id in (
-             select id from lq.finished_jobs where ",
+) -> Result<(u64, Option<i64>), Error> {
+    let (n, highest): (i64, Option<i64>) = sqlx::query_as(concat!(
+        "with gone as (
+             delete from lq.finished_jobs where id = any(array(
+                 select id from lq.finished_jobs
+                 where id > $5 and id <= $6 and ",
         past_retention!("coalesce($3::timestamptz, now())"),
-        " limit $4
-         )"
+        "        order by id limit $4
+             ))
+             returning id
+         )
+         select count(*), max(id) from gone"
     ))
     .bind(keep_finished_secs)
     .bind(keep_dead_secs)
     .bind(as_of)
     .bind(limit)
-    .execute(&mut *conn)
+    .bind(ids.after)
+    .bind(ids.upto.unwrap_or(i64::MAX))
+    .fetch_one(&mut *conn)
     .await
     .map_err(err("job_prune"))?;
-    Ok(r.rows_affected())
+    Ok((u64::try_from(n).unwrap_or(0), highest))
+}
+
+/// The ids one prune still has to read: above `after` (the highest it has
+/// tested so far) and at most `upto` (no bound when `None`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PruneIds {
+    /// Ids at or below this were tested by an earlier batch of the same prune.
+    pub after: i64,
+    /// No job that finished before the prune's cutoff has a larger id.
+    pub upto: Option<i64>,
+}
+
+/// Records the job id sequence's value now in `lq.id_marks`, and deletes the
+/// marks older than `keep_secs` (no prune with a retention up to that reads
+/// them: each reads the first mark at or after its cutoff). The leader calls
+/// it before each prune.
+pub async fn id_mark(conn: &mut PgConnection, keep_secs: f64) -> Result<(), Error> {
+    sqlx::query(
+        "with old as (
+             delete from lq.id_marks where at < now() - make_interval(secs => $1)
+         )
+         insert into lq.id_marks (at, last_id)
+         values (now(), coalesce(pg_catalog.pg_sequence_last_value('lq.jobs_id_seq'), 0))
+         on conflict (at) do nothing",
+    )
+    .bind(keep_secs)
+    .execute(&mut *conn)
+    .await
+    .map_err(err("id_mark"))?;
+    Ok(())
+}
+
+/// The highest id a job that finished before `as_of` (`now()` when `None`) less
+/// `keep_secs` can have: the first mark recorded at or after that cutoff, since
+/// a job enqueued after a moment cannot have finished before it. `None` when no
+/// mark is that recent: the prune then reads every id.
+pub async fn id_bound(
+    conn: &mut PgConnection,
+    as_of: Option<DateTime<Utc>>,
+    keep_secs: f64,
+) -> Result<Option<i64>, Error> {
+    sqlx::query_scalar(
+        "select last_id from lq.id_marks
+         where at >= coalesce($1::timestamptz, now()) - make_interval(secs => $2)
+         order by at limit 1",
+    )
+    .bind(as_of)
+    .bind(keep_secs)
+    .fetch_optional(&mut *conn)
+    .await
+    .map_err(err("id_bound"))
 }
 
 /// Marks dead the queued jobs ready for more than `grace_secs` whose queue some
