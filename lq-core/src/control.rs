@@ -391,10 +391,7 @@ pub async fn prune_as_of(
 ) -> Result<u64, Error> {
     const BATCH: i64 = 5000;
     let (finished, dead) = retention_secs(keep_finished, keep_dead)?;
-    let mut ids = db::maintenance::PruneIds {
-        after: 0,
-        upto: id_bound(pool, at, finished.min(dead)).await?,
-    };
+    let mut ids = prune_ids(pool, at, finished.min(dead)).await?;
     let mut total = 0;
     loop {
         let (n, highest) = pinned(pool, "job_prune", |conn| {
@@ -418,16 +415,20 @@ pub async fn prune_as_of(
     }
 }
 
-/// The highest id a job past `keep_secs` of retention at `at` can have (see
-/// [`db::maintenance::id_bound`]); `None`, so that the prune reads every id,
-/// when there is no mark that recent or the role may not read the marks.
-async fn id_bound(pool: &PgPool, at: DateTime<Utc>, keep_secs: f64) -> Result<Option<i64>, Error> {
-    let bound = pinned(pool, "id_bound", |conn| {
-        Box::pin(async move { db::maintenance::id_bound(conn, Some(at), keep_secs).await })
+/// The ids a prune past `keep_secs` of retention at `at` reads (see
+/// [`db::maintenance::prune_ids`]); every id when the role may not read the
+/// marks.
+async fn prune_ids(
+    pool: &PgPool,
+    at: DateTime<Utc>,
+    keep_secs: f64,
+) -> Result<db::maintenance::PruneIds, Error> {
+    let ids = pinned(pool, "prune_ids", |conn| {
+        Box::pin(async move { db::maintenance::prune_ids(conn, Some(at), keep_secs).await })
     })
     .await;
-    match bound {
-        Err(e) if crate::lacks_grant(&e) => Ok(None),
+    match ids {
+        Err(e) if crate::lacks_grant(&e) => Ok(db::maintenance::PruneIds::default()),
         other => other,
     }
 }
@@ -479,9 +480,9 @@ pub async fn prune_count_now(
         Box::pin(async move { db::clock::clock_now(conn).await })
     })
     .await?;
-    let upto = id_bound(pool, at, finished.min(dead)).await?;
+    let ids = prune_ids(pool, at, finished.min(dead)).await?;
     let count = pinned(pool, "job_prune_count", |conn| {
-        Box::pin(async move { db::control::job_prune_count(conn, finished, dead, at, upto).await })
+        Box::pin(async move { db::control::job_prune_count(conn, finished, dead, at, ids).await })
     })
     .await?;
     Ok(PruneCount {

@@ -24,8 +24,7 @@ pub(crate) async fn run(shared: Arc<Shared>) {
             continue;
         }
         async {
-            let upto = id_bound(&shared, keep_finished, keep_dead, &mut marks_refused).await;
-            let mut ids = PruneIds { after: 0, upto };
+            let mut ids = prune_ids(&shared, keep_finished, keep_dead, &mut marks_refused).await;
             loop {
                 let limit = batch.size();
                 let r = shared
@@ -73,26 +72,26 @@ pub(crate) async fn run(shared: Arc<Shared>) {
     }
 }
 
-/// Records a mark of the job id sequence, then reads the highest id a job past
-/// the shorter retention can have (see [`db::maintenance::id_bound`]). `None`
-/// (the prune reads every id, as correct and slower) when either fails; a role
-/// refused the marks is told once which grant it lacks.
-async fn id_bound(
+/// Records a mark of the job id sequence, then reads which ids a prune past
+/// the shorter retention reads (see [`db::maintenance::prune_ids`]). Every id
+/// (as correct, and slower) when either fails; a role refused the marks is
+/// told once which grant it lacks.
+async fn prune_ids(
     shared: &Arc<Shared>,
     keep_finished: f64,
     keep_dead: f64,
     refused: &mut bool,
-) -> Option<i64> {
+) -> PruneIds {
     let keep_longest = keep_finished.max(keep_dead);
     let keep_shortest = keep_finished.min(keep_dead);
     let r = shared
         .with_conn("id_mark", |mut conn| async move {
             db::maintenance::id_mark(&mut conn, keep_longest).await?;
-            db::maintenance::id_bound(&mut conn, None, keep_shortest).await
+            db::maintenance::prune_ids(&mut conn, None, keep_shortest).await
         })
         .await;
     match r {
-        Ok(upto) => upto,
+        Ok(ids) => ids,
         Err(e) if lq_core::lacks_grant(&e) => {
             if !std::mem::replace(refused, true) {
                 warn!(
@@ -101,11 +100,11 @@ async fn id_bound(
                      grant select, insert, delete on lq.id_marks (docs/roles.md)"
                 );
             }
-            None
+            PruneIds::default()
         }
         Err(e) => {
             warn!(error = %chain(&e), "recording an id mark failed; this prune reads the whole history");
-            None
+            PruneIds::default()
         }
     }
 }

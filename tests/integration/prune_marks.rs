@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use lq_core::db::maintenance::{id_bound, id_mark, job_prune, PruneIds};
+use lq_core::db::maintenance::{id_mark, job_prune, prune_ids, PruneIds};
 use lq_runtime::{EnqueueOptions, Job, Runtime, RuntimeConfig};
 use lq_tests::{logs::wait_logged, TestDb};
 
@@ -47,8 +47,8 @@ async fn a_prune_reads_no_id_above_its_bound_nor_at_or_below_its_last_batch() {
     let mut conn = db.pool.acquire().await.unwrap();
 
     let upto_b = PruneIds {
-        after: 0,
         upto: Some(b),
+        ..PruneIds::default()
     };
     let r = job_prune(&mut conn, HOUR, WEEK, None, upto_b, 100)
         .await
@@ -58,7 +58,7 @@ async fn a_prune_reads_no_id_above_its_bound_nor_at_or_below_its_last_batch() {
 
     let above_c = PruneIds {
         after: c,
-        upto: None,
+        ..PruneIds::default()
     };
     let r = job_prune(&mut conn, HOUR, WEEK, None, above_c, 100)
         .await
@@ -78,6 +78,24 @@ async fn a_prune_reads_no_id_above_its_bound_nor_at_or_below_its_last_batch() {
 }
 
 #[tokio::test]
+async fn a_prune_also_reads_the_ids_above_the_newest_mark() {
+    let db = TestDb::new().await;
+    let ids = finished(&db, 4, "succeeded", 2.0 * HOUR).await;
+    let mut conn = db.pool.acquire().await.unwrap();
+    // Up to the first and above the third: the two between are not read.
+    let split = PruneIds {
+        after: 0,
+        upto: Some(ids[0]),
+        drawn: Some(ids[2]),
+    };
+    let r = job_prune(&mut conn, HOUR, WEEK, None, split, 100)
+        .await
+        .unwrap();
+    assert_eq!(r, (2, Some(ids[3])));
+    assert_eq!(history(&db).await, ids[1..3].to_vec());
+}
+
+#[tokio::test]
 async fn within_its_bound_a_prune_still_keeps_every_job_inside_its_retention() {
     let db = TestDb::new().await;
     let recent = finished(&db, 2, "succeeded", 60.0).await;
@@ -86,8 +104,8 @@ async fn within_its_bound_a_prune_still_keeps_every_job_inside_its_retention() {
     let mut conn = db.pool.acquire().await.unwrap();
     // A bound above every id (as a mark recorded long after would give).
     let all = PruneIds {
-        after: 0,
         upto: Some(i64::MAX),
+        ..PruneIds::default()
     };
     let r = job_prune(&mut conn, HOUR, WEEK, None, all, 100)
         .await
@@ -127,12 +145,11 @@ async fn a_mark_bounds_the_ids_of_jobs_that_finished_before_it() {
     // Jobs enqueued after the mark are above it; the bound stays the mark's.
     let later = finished(&db, 1, "succeeded", 0.0).await;
     assert!(later[0] > first[1]);
-    assert_eq!(
-        id_bound(&mut conn, None, HOUR).await.unwrap(),
-        Some(first[1])
-    );
+    let ids = prune_ids(&mut conn, None, HOUR).await.unwrap();
+    assert_eq!((ids.upto, ids.drawn), (Some(first[1]), Some(first[1])));
     // No mark at or after a cutoff of now: no bound.
-    assert_eq!(id_bound(&mut conn, None, 0.0).await.unwrap(), None);
+    let ids = prune_ids(&mut conn, None, 0.0).await.unwrap();
+    assert_eq!((ids.upto, ids.drawn), (None, Some(first[1])));
 }
 
 /// A runtime on `pool` that prunes every 100 ms, keeping finished jobs an hour.
@@ -154,6 +171,18 @@ async fn the_leader_marks_the_sequence_and_prunes_past_retention() {
     let db = TestDb::new().await;
     finished(&db, 3, "succeeded", 2.0 * HOUR).await;
     let kept = finished(&db, 2, "succeeded", 0.0).await;
+    // Rows written into the history by hand, with ids the sequence never
+    // gave (an import, a restore): above every mark, and pruned all the same.
+    sqlx::query(
+        "insert into lq.finished_jobs (id, kind, queue, priority, payload, state, run_at, attempts,
+             max_attempts, errors, created_at, finished_at)
+         select 900000000 + g, 'test.imported', 'default', 0, '{}', 'succeeded', now(), 1, 1, '[]',
+             now() - interval '3 hours', now() - interval '2 hours'
+         from generate_series(1, 3) g",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
     let rt = pruning(db.pool.clone()).await;
     db.wait_for(
         "the old history pruned and a mark recorded",

@@ -404,23 +404,25 @@ async fn job_state(conn: &mut PgConnection, id: i64) -> Result<Option<JobState>,
         .map_err(err("job_state"))
 }
 
-/// How many finished jobs with ids at most `upto` (every id when `None`; see
-/// [`super::maintenance::id_bound`]) were past their retention at `as_of`.
+/// How many finished jobs among those `ids` leaves to read (see
+/// [`super::maintenance::prune_ids`]) were past their retention at `as_of`.
 pub async fn job_prune_count(
     conn: &mut PgConnection,
     keep_finished_secs: f64,
     keep_dead_secs: f64,
     as_of: DateTime<Utc>,
-    upto: Option<i64>,
+    ids: super::maintenance::PruneIds,
 ) -> Result<i64, Error> {
     sqlx::query_scalar(concat!(
-        "select count(*) from lq.finished_jobs where id <= $4 and ",
+        "select count(*) from lq.finished_jobs
+         where (id <= $4 or id > greatest($4, $5)) and ",
         past_retention!("$3::timestamptz")
     ))
     .bind(keep_finished_secs)
     .bind(keep_dead_secs)
     .bind(as_of)
-    .bind(upto.unwrap_or(i64::MAX))
+    .bind(ids.upto.unwrap_or(i64::MAX))
+    .bind(ids.drawn.unwrap_or(i64::MAX))
     .fetch_one(&mut *conn)
     .await
     .map_err(err("job_prune_count"))

@@ -6,8 +6,8 @@ use sqlx::PgConnection;
 use super::err;
 use crate::Error;
 
-/// Deletes up to `limit` finished jobs, lowest id first, among those with ids
-/// in `after < id <= upto`: succeeded or cancelled ones finished more than
+/// Deletes up to `limit` finished jobs, lowest id first, among those `ids`
+/// leaves to read: succeeded or cancelled ones finished more than
 /// `keep_finished_secs` before `as_of`, dead ones more than `keep_dead_secs`
 /// before it. `as_of` is the database's `now()` when `None` (the leader's
 /// prune); an operator's prune passes the time of the count it confirmed, so
@@ -16,11 +16,11 @@ use crate::Error;
 /// starts above it, since every job at or below it was just tested.
 ///
 /// The primary key carries each job's state and `finished_at`, so the scan
-/// tests them in the index; `upto` (from [`id_bound`]) keeps it from reading
-/// the jobs that finished since the cutoff. The ids go to the delete as an
-/// array, which it looks up in the primary key: as `id in (subquery)` the
-/// planner hashed them and read the whole history for each batch (438 ms for
-/// 5,000 of a million rows, against 25 ms).
+/// tests them in the index; the bound (from [`prune_ids`]) keeps it from
+/// reading the jobs that finished since the cutoff. The ids go to the delete
+/// as an array, which it looks up in the primary key: as `id in (subquery)`
+/// the planner hashed them and read the whole history for each batch (438 ms
+/// for 5,000 of a million rows, against 25 ms).
 pub async fn job_prune(
     conn: &mut PgConnection,
     keep_finished_secs: f64,
@@ -32,10 +32,18 @@ pub async fn job_prune(
     let (n, highest): (i64, Option<i64>) = sqlx::query_as(concat!(
         "with gone as (
              delete from lq.finished_jobs where id = any(array(
-                 select id from lq.finished_jobs
-                 where id > $5 and id <= $6 and ",
+                 select id from (
+                     (select id from lq.finished_jobs
+                      where id > $5 and id <= $6 and ",
         past_retention!("coalesce($3::timestamptz, now())"),
-        "        order by id limit $4
+        "            order by id limit $4)
+                     union all
+                     (select id from lq.finished_jobs
+                      where id > greatest($5, $6, $7) and ",
+        past_retention!("coalesce($3::timestamptz, now())"),
+        "            order by id limit $4)
+                 ) ids
+                 order by id limit $4
              ))
              returning id
          )
@@ -47,20 +55,26 @@ pub async fn job_prune(
     .bind(limit)
     .bind(ids.after)
     .bind(ids.upto.unwrap_or(i64::MAX))
+    .bind(ids.drawn.unwrap_or(i64::MAX))
     .fetch_one(&mut *conn)
     .await
     .map_err(err("job_prune"))?;
     Ok((u64::try_from(n).unwrap_or(0), highest))
 }
 
-/// The ids one prune still has to read: above `after` (the highest it has
-/// tested so far) and at most `upto` (no bound when `None`).
+/// The ids one prune reads: above `after` (the highest it has tested so far),
+/// and either at most `upto` or above `drawn`. Every id when `upto` is `None`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PruneIds {
     /// Ids at or below this were tested by an earlier batch of the same prune.
     pub after: i64,
-    /// No job that finished before the prune's cutoff has a larger id.
+    /// No job with an id from the sequence that finished before the prune's
+    /// cutoff has a larger id.
     pub upto: Option<i64>,
+    /// The sequence's value at the newest mark. Ids above it are read too:
+    /// jobs enqueued since, and rows written into the history with ids the
+    /// sequence never gave (an import, a restore), which no mark bounds.
+    pub drawn: Option<i64>,
 }
 
 /// Records the job id sequence's value now in `lq.id_marks`, and deletes the
@@ -83,25 +97,31 @@ pub async fn id_mark(conn: &mut PgConnection, keep_secs: f64) -> Result<(), Erro
     Ok(())
 }
 
-/// The highest id a job that finished before `as_of` (`now()` when `None`) less
-/// `keep_secs` can have: the first mark recorded at or after that cutoff, since
-/// a job enqueued after a moment cannot have finished before it. `None` when no
-/// mark is that recent: the prune then reads every id.
-pub async fn id_bound(
+/// The ids a prune with cutoff `as_of` (`now()` when `None`) less `keep_secs`
+/// reads, from the marks: up to the first mark recorded at or after the
+/// cutoff, since a job enqueued after a moment cannot have finished before
+/// it, and above the newest mark. Every id when no mark is that recent.
+pub async fn prune_ids(
     conn: &mut PgConnection,
     as_of: Option<DateTime<Utc>>,
     keep_secs: f64,
-) -> Result<Option<i64>, Error> {
-    sqlx::query_scalar(
-        "select last_id from lq.id_marks
-         where at >= coalesce($1::timestamptz, now()) - make_interval(secs => $2)
-         order by at limit 1",
+) -> Result<PruneIds, Error> {
+    let (upto, drawn) = sqlx::query_as(
+        "select (select last_id from lq.id_marks
+                 where at >= coalesce($1::timestamptz, now()) - make_interval(secs => $2)
+                 order by at limit 1),
+                (select max(last_id) from lq.id_marks)",
     )
     .bind(as_of)
     .bind(keep_secs)
-    .fetch_optional(&mut *conn)
+    .fetch_one(&mut *conn)
     .await
-    .map_err(err("id_bound"))
+    .map_err(err("prune_ids"))?;
+    Ok(PruneIds {
+        after: 0,
+        upto,
+        drawn,
+    })
 }
 
 /// Marks dead the queued jobs ready for more than `grace_secs` whose queue some
