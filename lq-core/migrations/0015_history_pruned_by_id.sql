@@ -11,7 +11,9 @@
 --   that finished before a cutoff all have ids at most the job id sequence's
 --   value at any moment after it. The leader records that value once per
 --   prune (lq.id_marks), and a prune reads the primary key up to the first
---   mark at or after its cutoff. Marks only bound the scan: the prune still
+--   mark at or after its cutoff, and above the newest mark (jobs enqueued
+--   since, and ids the sequence never gave). Marks only bound the scan: the
+--   prune still
 --   tests each row's finished_at, so a wrong or missing mark can delay a
 --   prune but never delete a job inside its retention.
 -- * The primary key carries each job's state and finished_at, so that scan
