@@ -100,6 +100,23 @@ pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
         .map_err(|e| format!("{s:?} is not a duration like 90s, 15m, 2h, 7d: {e}"))
 }
 
+/// A `--timeout`: a duration above zero and at most
+/// [`lq_runtime::control::MAX_TIMEOUT`], which the server can take.
+pub(crate) fn parse_timeout(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    let max = lq_runtime::control::MAX_TIMEOUT;
+    if d.is_zero() {
+        Err("a timeout of zero would fail every call: give one like 30s or 10m".to_owned())
+    } else if d > max {
+        Err(format!(
+            "{s:?} is longer than the {} s the server can bound a statement by",
+            max.as_secs()
+        ))
+    } else {
+        Ok(d)
+    }
+}
+
 fn parse_json(s: &str) -> Result<serde_json::Value, String> {
     serde_json::from_str(s).map_err(|e| format!("not JSON: {e}"))
 }
@@ -141,5 +158,13 @@ mod tests {
             .unwrap_err()
             .ends_with("use --scheduled"));
         assert_eq!(parse_duration("2h").unwrap(), Duration::from_secs(7200));
+    }
+
+    #[test]
+    fn a_timeout_is_above_zero_and_within_the_servers_reach() {
+        assert_eq!(parse_timeout("10m").unwrap(), Duration::from_secs(600));
+        assert!(parse_timeout("0s").unwrap_err().contains("zero"));
+        assert!(parse_timeout("100d").unwrap_err().contains("2000000 s"));
+        assert!(parse_timeout("soon").unwrap_err().contains("like 90s"));
     }
 }

@@ -69,6 +69,11 @@ pub struct LqArgs {
     /// Output: `table` for people, `json` for scripts.
     #[arg(long, value_enum, default_value_t = Format::Table, global = true)]
     pub format: Format,
+    /// Bound on each database call a command makes (a count over a large
+    /// history may need minutes); the server cancels a statement at nine
+    /// tenths of it. `serve`'s pages keep the 30 s default.
+    #[arg(long, value_parser = filter_args::parse_timeout, default_value = "30s", global = true)]
+    pub timeout: std::time::Duration,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
@@ -154,7 +159,9 @@ pub async fn run(args: LqArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let code = run_on(&pool, args.format, args.command).await;
+    let code =
+        lq_runtime::control::with_timeout(args.timeout, run_on(&pool, args.format, args.command))
+            .await;
     pool.close().await;
     code
 }
@@ -174,7 +181,9 @@ impl Command {
     }
 }
 
-/// Runs `command` on `pool` (for an application that has its own pool).
+/// Runs `command` on `pool` (for an application that has its own pool), each
+/// database call bounded by the caller's [`lq_runtime::control::with_timeout`]
+/// scope, or 30 s.
 ///
 /// ```no_run
 /// use clap::Parser;

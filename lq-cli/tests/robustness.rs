@@ -93,6 +93,38 @@ async fn a_refused_connection_is_reported_with_its_reason() {
     }
 }
 
+/// `--timeout` bounds each call a command makes: a listing held up by a table
+/// locked elsewhere is cancelled by the server within the bound and reported,
+/// exit 2; a bad value is refused before connecting.
+#[tokio::test]
+async fn a_command_held_up_past_its_timeout_is_cancelled_and_reported() {
+    let db = TestDb::new().await;
+    let mut lock = db.pool.begin().await.unwrap();
+    sqlx::query("lock table lq.finished_jobs in access exclusive mode")
+        .execute(&mut *lock)
+        .await
+        .unwrap();
+    let url = db.url.clone();
+    let (code, stdout, stderr) = tokio::task::spawn_blocking(move || {
+        lq_text(
+            &url,
+            &["--timeout", "1s"],
+            &["jobs", "list", "--state", "dead"],
+        )
+    })
+    .await
+    .unwrap();
+    lock.rollback().await.unwrap();
+    assert_eq!(code, 2, "{stdout}");
+    assert!(stderr.contains("statement timeout"), "{stderr}");
+    let (code, _, stderr) = lq_text(&db.url, &["--timeout", "0s"], &["status"]);
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("zero") && !stderr.contains("connect"),
+        "{stderr}"
+    );
+}
+
 /// Jobs matching a bulk action's filter appear after `lq` looked for the
 /// newest match and found none: none is acted on. (The appearance is staged:
 /// a row policy hides the jobs from `lq`'s listing statement alone, as a job

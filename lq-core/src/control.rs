@@ -22,6 +22,7 @@ use sqlx::PgPool;
 use crate::{db, Error, JobFilter, JobState};
 
 pub use crate::db::control::JobRow;
+pub use bound::{with_timeout, DEFAULT_TIMEOUT, MAX_TIMEOUT};
 pub use bulk::{cancel_matching, delete_matching, retry_matching, run_now_matching, BulkReport};
 pub use cron::{cron_run_now, cron_schedules, CronInfo};
 pub use doctor::{doctor, Check};
@@ -29,6 +30,7 @@ pub use queues::{pause_queue, queues, resume_queue, Paused, QueueInfo, RateBucke
 pub use runtimes::{runtimes, RuntimeInfo};
 pub use stats::{stats, wait_bucket, wait_quantile, MinuteStats, WAIT_BUCKET_BOUNDS};
 
+mod bound;
 mod bulk;
 mod cron;
 mod doctor;
@@ -37,13 +39,11 @@ mod queues;
 mod runtimes;
 mod stats;
 
-/// Bound on each control call.
-const CONTROL_TIMEOUT: Duration = Duration::from_secs(30);
-
 /// Runs `f` in a transaction of its own whose `search_path` is pinned to
 /// `pg_catalog` (see `db::SEARCH_PATH`): an application's pool may have any
-/// setting, and no other role's functions may run in a control call. The server
-/// cancels a statement that runs for nine tenths of the call's bound, so a call
+/// setting, and no other role's functions may run in a control call. The call is
+/// bounded by [`with_timeout`]'s scope (30 s without one), and the server
+/// cancels a statement that runs for nine tenths of that bound, so a call
 /// held up by one statement (a count over a huge history, a row locked
 /// elsewhere) fails with the server's cancel rather than leave it running on the
 /// application's pool.
@@ -53,9 +53,10 @@ where
         &'c mut sqlx::PgConnection,
     ) -> futures_util::future::BoxFuture<'c, Result<T, Error>>,
 {
-    db::timed(op, CONTROL_TIMEOUT, async {
+    let bound = bound::current();
+    db::timed(op, bound, async {
         let mut tx = pool.begin().await.map_err(db::err(op))?;
-        db::pin_transaction(&mut tx, CONTROL_TIMEOUT).await?;
+        db::pin_transaction(&mut tx, bound).await?;
         let out = f(&mut tx).await?;
         tx.commit().await.map_err(db::err(op))?;
         Ok(out)

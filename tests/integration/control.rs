@@ -509,22 +509,32 @@ async fn pruning_the_rollup_removes_only_minutes_past_the_retention() {
 
 /// A control call held up past its bound (here by a table locked elsewhere) is
 /// cancelled by the server before the client gives up, so nothing of it keeps
-/// running on the application's pool once the call has failed.
+/// running on the application's pool once the call has failed. The bound is the
+/// caller's `with_timeout` scope (one second here; 30 s without one), and the
+/// same call succeeds, bounded by the default again, once the lock is gone.
 #[tokio::test]
 async fn a_control_call_held_up_past_its_bound_is_cancelled_on_the_server() {
     let db = TestDb::new().await;
+    let dead = JobFilter::new().state(JobState::Dead);
     let mut lock = db.pool.begin().await.unwrap();
     sqlx::query("lock table lq.finished_jobs in access exclusive mode")
         .execute(&mut *lock)
         .await
         .unwrap();
-    let e = control::count(&db.pool, &JobFilter::new().state(JobState::Dead))
+    let started = std::time::Instant::now();
+    let e = control::with_timeout(Duration::from_secs(1), control::count(&db.pool, &dead))
         .await
         .unwrap_err();
     assert_eq!(
         lq_core::sqlstate_in(&e).as_deref(),
         Some("57014"),
         "the server cancelled the statement (query_canceled): {e}"
+    );
+    // Not a timing assertion: a call bounded by the 30 s default cannot fail
+    // in under 27 s, so this tells which bound the call had.
+    assert!(
+        started.elapsed() < control::DEFAULT_TIMEOUT * 9 / 10,
+        "the scope's bound, not the default, was applied"
     );
     let waiting: i64 = sqlx::query_scalar(
         "select count(*) from pg_stat_activity
@@ -535,6 +545,8 @@ async fn a_control_call_held_up_past_its_bound_is_cancelled_on_the_server() {
     .unwrap();
     assert_eq!(waiting, 0, "the count still waits on the server");
     lock.rollback().await.unwrap();
+    let counts = control::count(&db.pool, &dead).await.unwrap();
+    assert!(counts.is_empty(), "no dead job: {counts:?}");
 }
 
 /// Capped counts per state: exact below the cap, the cap and `more` past it,

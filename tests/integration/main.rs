@@ -38,6 +38,7 @@ mod run_now;
 mod runtime;
 mod shutdown;
 mod stall;
+mod test_support;
 mod testing;
 mod testing_runner;
 mod visible;

@@ -39,6 +39,36 @@ pub struct TestDb {
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);
 
+/// Set once this process has looked for databases that ended runs left behind.
+static SWEPT: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
+
+/// Drops the test databases (`lq_test_PID_…`) of test processes that no longer
+/// run on this machine: a run killed midway, or one whose drops found the
+/// server's connections all taken, leaves them behind. Linux only (a process is
+/// judged gone by `/proc/PID`); without `force`, so a database still in use (a
+/// run on another machine sharing the server) stays. Best effort.
+pub async fn drop_databases_of_ended_runs(admin: &mut PgConnection) {
+    if !std::path::Path::new("/proc/self").exists() {
+        return;
+    }
+    let names: Vec<String> = sqlx::query_scalar(
+        r"select datname from pg_database where datname ~ '^lq_test_[0-9]+_[0-9]+_[0-9a-f]{4}$'",
+    )
+    .fetch_all(&mut *admin)
+    .await
+    .unwrap_or_default();
+    for name in names {
+        let Some(pid) = name.split('_').nth(2) else {
+            continue;
+        };
+        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = sqlx::raw_sql(&format!("drop database if exists {name}"))
+                .execute(&mut *admin)
+                .await;
+        }
+    }
+}
+
 impl TestDb {
     /// Creates and migrates a fresh database.
     pub async fn new() -> Self {
@@ -51,6 +81,9 @@ impl TestDb {
         let mut admin = PgConnection::connect(&admin_url())
             .await
             .expect("connect to DATABASE_URL");
+        SWEPT
+            .get_or_init(|| drop_databases_of_ended_runs(&mut admin))
+            .await;
         sqlx::raw_sql(&format!("create database {name}"))
             .execute(&mut admin)
             .await
@@ -307,9 +340,18 @@ pub fn run_from_drop(url: String, statements: Vec<String>) {
             .build()
             .expect("runtime");
         rt.block_on(async move {
-            if let Ok(mut conn) = PgConnection::connect(&url).await {
-                for statement in statements {
-                    let _ = sqlx::raw_sql(&statement).execute(&mut conn).await;
+            // A run that filled the server's connection slots is refused for a
+            // moment; give up only after about ten seconds, so that a busy
+            // server does not leave a test's database behind.
+            for attempt in 1..=20u64 {
+                match PgConnection::connect(&url).await {
+                    Ok(mut conn) => {
+                        for statement in statements {
+                            let _ = sqlx::raw_sql(&statement).execute(&mut conn).await;
+                        }
+                        return;
+                    }
+                    Err(_) => tokio::time::sleep(Duration::from_millis(50 * attempt)).await,
                 }
             }
         });
