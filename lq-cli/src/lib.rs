@@ -69,9 +69,9 @@ pub struct LqArgs {
     /// Output: `table` for people, `json` for scripts.
     #[arg(long, value_enum, default_value_t = Format::Table, global = true)]
     pub format: Format,
-    /// Bound on each database call a command makes (a count over a large
-    /// history may need minutes); the server cancels a statement at nine
-    /// tenths of it. `serve`'s pages keep the 30 s default.
+    /// Bound on each database call a command (or a `serve` page) makes; a
+    /// count over a large history may need minutes. The server cancels a
+    /// statement at nine tenths of it.
     #[arg(long, value_parser = filter_args::parse_timeout, default_value = "30s", global = true)]
     pub timeout: std::time::Duration,
     /// What to do.

@@ -99,11 +99,7 @@ async fn a_refused_connection_is_reported_with_its_reason() {
 #[tokio::test]
 async fn a_command_held_up_past_its_timeout_is_cancelled_and_reported() {
     let db = TestDb::new().await;
-    let mut lock = db.pool.begin().await.unwrap();
-    sqlx::query("lock table lq.finished_jobs in access exclusive mode")
-        .execute(&mut *lock)
-        .await
-        .unwrap();
+    let lock = db.lock_table("lq.finished_jobs").await;
     let url = db.url.clone();
     let (code, stdout, stderr) = tokio::task::spawn_blocking(move || {
         lq_text(

@@ -22,7 +22,7 @@ use sqlx::PgPool;
 use crate::{db, Error, JobFilter, JobState};
 
 pub use crate::db::control::JobRow;
-pub use bound::{with_timeout, DEFAULT_TIMEOUT, MAX_TIMEOUT};
+pub use bound::{timeout, with_timeout, DEFAULT_TIMEOUT, MAX_TIMEOUT};
 pub use bulk::{cancel_matching, delete_matching, retry_matching, run_now_matching, BulkReport};
 pub use cron::{cron_run_now, cron_schedules, CronInfo};
 pub use doctor::{doctor, Check};
@@ -53,7 +53,7 @@ where
         &'c mut sqlx::PgConnection,
     ) -> futures_util::future::BoxFuture<'c, Result<T, Error>>,
 {
-    let bound = bound::current();
+    let bound = bound::timeout();
     db::timed(op, bound, async {
         let mut tx = pool.begin().await.map_err(db::err(op))?;
         db::pin_transaction(&mut tx, bound).await?;

@@ -214,8 +214,10 @@ pub(crate) async fn run_to_end<T: Send + 'static>(
     work: impl std::future::Future<Output = Result<T, lq_core::Error>> + Send + 'static,
 ) -> Result<T, lq_core::Error> {
     let (user, access) = (ctx.user.clone(), ctx.access);
+    // The request's bound, which a spawned task does not inherit.
+    let bound = lq_core::control::timeout();
     let task = tokio::spawn(async move {
-        let result = work.await;
+        let result = lq_core::control::with_timeout(bound, work).await;
         audit_as(user.as_deref(), access, action, &target, &result);
         result
     });

@@ -43,6 +43,8 @@ pub struct WebConfig {
     /// Origins (`scheme://host[:port]`, lowercase, no default port) the Origin
     /// check accepts besides the request's own host.
     pub(crate) public_origins: Vec<String>,
+    /// The bound on each control call a request makes.
+    pub(crate) timeout: Duration,
 }
 
 impl Default for WebConfig {
@@ -54,6 +56,7 @@ impl Default for WebConfig {
             base_path: None,
             redact: None,
             public_origins: Vec::new(),
+            timeout: lq_core::control::DEFAULT_TIMEOUT,
         }
     }
 }
@@ -66,6 +69,7 @@ impl fmt::Debug for WebConfig {
             .field("base_path", &self.base_path)
             .field("redact", &self.redact.is_some())
             .field("public_origins", &self.public_origins)
+            .field("timeout", &self.timeout)
             .finish_non_exhaustive()
     }
 }
@@ -111,6 +115,19 @@ impl WebConfig {
     /// ```
     pub fn authorize(mut self, authorize: impl Authorize) -> Self {
         self.authorize = Arc::new(authorize);
+        self
+    }
+
+    /// The bound on each database call a page or an action makes (default
+    /// 30 s; see [`lq_core::control::with_timeout`]): widen it for counts over
+    /// a long history, or for bulk actions on a slow server.
+    ///
+    /// ```
+    /// let config = lq_web::WebConfig::new().timeout(std::time::Duration::from_secs(120));
+    /// # let _ = config;
+    /// ```
+    pub fn timeout(mut self, bound: std::time::Duration) -> Self {
+        self.timeout = bound;
         self
     }
 

@@ -2,6 +2,7 @@
 //! allowed, checks every POST (access, Origin, CSRF) before any handler runs,
 //! hands the CSRF cookie out, and sets the security headers on every response.
 
+use lq_core::control::with_timeout;
 use std::sync::Arc;
 
 use axum::{
@@ -75,13 +76,15 @@ pub(crate) async fn guard(State(sh): State<Arc<Shared>>, req: Request, next: Nex
         denied(&ctx, sh.config.authorize.denied(&parts))
     } else if parts.method == Method::GET || parts.method == Method::HEAD {
         parts.extensions.insert(ctx.clone());
-        next.run(Request::from_parts(parts, body)).await
+        let bound = sh.config.timeout;
+        with_timeout(bound, next.run(Request::from_parts(parts, body))).await
     } else {
         match checked_form(&sh, &ctx, &parts, body, path == "/login").await {
             Ok(form) => {
                 parts.extensions.insert(ctx.clone());
                 parts.extensions.insert(FormBody(form));
-                next.run(Request::from_parts(parts, Body::empty())).await
+                let bound = sh.config.timeout;
+                with_timeout(bound, next.run(Request::from_parts(parts, Body::empty()))).await
             }
             Err(e) => {
                 let action = format!("{} {path}", parts.method);

@@ -56,6 +56,9 @@ pub struct ServeOptions {
     /// The addresses browsers use when a proxy in front rewrites `Host`
     /// ([`WebConfig::public_origin`]).
     pub public_origins: Vec<String>,
+    /// The bound on each database call a request makes (default 30 s;
+    /// [`WebConfig::timeout`]).
+    pub timeout: Duration,
 }
 
 impl std::fmt::Debug for ServeOptions {
@@ -67,6 +70,7 @@ impl std::fmt::Debug for ServeOptions {
             .field("basic", &self.basic.as_ref().map(|(u, _)| (u, "…")))
             .field("refresh", &self.refresh)
             .field("public_origins", &self.public_origins)
+            .field("timeout", &self.timeout)
             .finish()
     }
 }
@@ -94,7 +98,19 @@ impl ServeOptions {
             basic: None,
             refresh: Duration::from_secs(5),
             public_origins: Vec::new(),
+            timeout: lq_core::control::DEFAULT_TIMEOUT,
         }
+    }
+
+    /// The bound on each database call a request makes ([`WebConfig::timeout`]).
+    ///
+    /// ```
+    /// let options = lq_web::ServeOptions::default().timeout(std::time::Duration::from_secs(120));
+    /// assert_eq!(options.timeout.as_secs(), 120);
+    /// ```
+    pub fn timeout(mut self, bound: Duration) -> Self {
+        self.timeout = bound;
+        self
     }
 
     /// Allow actions (retry, cancel, delete, pause, resume).
@@ -208,6 +224,7 @@ pub fn standalone(pool: PgPool, options: &ServeOptions) -> Result<Router, Error>
     let config = WebConfig::new()
         .actions(options.allow_actions)
         .refresh(options.refresh)
+        .timeout(options.timeout)
         .authorize(Standalone {
             token: options.token.clone(),
             basic: options.basic.clone(),

@@ -516,11 +516,7 @@ async fn pruning_the_rollup_removes_only_minutes_past_the_retention() {
 async fn a_control_call_held_up_past_its_bound_is_cancelled_on_the_server() {
     let db = TestDb::new().await;
     let dead = JobFilter::new().state(JobState::Dead);
-    let mut lock = db.pool.begin().await.unwrap();
-    sqlx::query("lock table lq.finished_jobs in access exclusive mode")
-        .execute(&mut *lock)
-        .await
-        .unwrap();
+    let lock = db.lock_table("lq.finished_jobs").await;
     let started = std::time::Instant::now();
     let e = control::with_timeout(Duration::from_secs(1), control::count(&db.pool, &dead))
         .await
@@ -536,13 +532,7 @@ async fn a_control_call_held_up_past_its_bound_is_cancelled_on_the_server() {
         started.elapsed() < control::DEFAULT_TIMEOUT * 9 / 10,
         "the scope's bound, not the default, was applied"
     );
-    let waiting: i64 = sqlx::query_scalar(
-        "select count(*) from pg_stat_activity
-         where datname = current_database() and wait_event_type = 'Lock'",
-    )
-    .fetch_one(&mut *lock)
-    .await
-    .unwrap();
+    let waiting = db.sessions_waiting_on_locks().await;
     assert_eq!(waiting, 0, "the count still waits on the server");
     lock.rollback().await.unwrap();
     let counts = control::count(&db.pool, &dead).await.unwrap();

@@ -216,6 +216,28 @@ impl TestDb {
         tx
     }
 
+    /// Locks `table` (`access exclusive`) in a transaction of its own, as a
+    /// migration or an operator's `lock table` would; every statement reading
+    /// it waits until the returned transaction ends.
+    pub async fn lock_table(&self, table: &str) -> sqlx::Transaction<'static, sqlx::Postgres> {
+        let mut tx = self.pool.begin().await.expect("begin");
+        sqlx::raw_sql(&format!("lock table {table} in access exclusive mode"))
+            .execute(&mut *tx)
+            .await
+            .expect("lock the table");
+        tx
+    }
+
+    /// How many sessions on this database wait for a lock now: zero once a
+    /// statement given up on was cancelled on the server, not left waiting.
+    pub async fn sessions_waiting_on_locks(&self) -> i64 {
+        self.number(
+            "select count(*) from pg_stat_activity
+             where datname = current_database() and wait_event_type = 'Lock'",
+        )
+        .await
+    }
+
     /// Makes the server refuse to take live job `id` out of `lq.jobs` (a trigger
     /// raising "refused by the test"), so a statement that moves it fails;
     /// [`TestDb::allow_rows`] lifts it.

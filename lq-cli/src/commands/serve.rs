@@ -70,7 +70,9 @@ fn options(args: ServeArgs, token: Result<String, VarError>) -> Result<ServeOpti
         .allow_actions(args.allow_actions)
         .token(token)
         .basic(basic)
-        .refresh(args.refresh);
+        .refresh(args.refresh)
+        // `lq --timeout`, the scope `lq_cli::run` set.
+        .timeout(lq_runtime::control::timeout());
     let options = (args.public_origin.into_iter()).fold(options, ServeOptions::public_origin);
     options.check()?;
     Ok(options)

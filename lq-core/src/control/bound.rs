@@ -37,9 +37,20 @@ pub async fn with_timeout<F: Future>(bound: Duration, fut: F) -> F::Output {
         .await
 }
 
-/// The bound for a control call made now: the innermost [`with_timeout`]
-/// scope's, else [`DEFAULT_TIMEOUT`].
-pub(crate) fn current() -> Duration {
+/// The bound a control call made here and now gets: the innermost
+/// [`with_timeout`] scope's, else [`DEFAULT_TIMEOUT`]. A task spawned from the
+/// scope does not inherit it; pass this value to a `with_timeout` in the task.
+///
+/// ```
+/// use std::time::Duration;
+/// use lq_core::control::{timeout, with_timeout, DEFAULT_TIMEOUT};
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// assert_eq!(timeout(), DEFAULT_TIMEOUT);
+/// let inside = with_timeout(Duration::from_secs(5), async { timeout() }).await;
+/// assert_eq!(inside, Duration::from_secs(5));
+/// # });
+/// ```
+pub fn timeout() -> Duration {
     BOUND.try_with(|b| *b).unwrap_or(DEFAULT_TIMEOUT)
 }
 
@@ -47,15 +58,15 @@ pub(crate) fn current() -> Duration {
 mod tests {
     use std::time::Duration;
 
-    use super::{current, with_timeout, DEFAULT_TIMEOUT, MAX_TIMEOUT};
+    use super::{timeout, with_timeout, DEFAULT_TIMEOUT, MAX_TIMEOUT};
 
     #[tokio::test]
     async fn a_scope_sets_the_bound_and_the_default_returns_after_it() {
-        assert_eq!(current(), DEFAULT_TIMEOUT);
+        assert_eq!(timeout(), DEFAULT_TIMEOUT);
         let inner = with_timeout(Duration::from_secs(5), async {
-            let outer = current();
-            let nested = with_timeout(Duration::from_secs(1), async { current() }).await;
-            (outer, nested, current())
+            let outer = timeout();
+            let nested = with_timeout(Duration::from_secs(1), async { timeout() }).await;
+            (outer, nested, timeout())
         })
         .await;
         assert_eq!(
@@ -66,17 +77,17 @@ mod tests {
                 Duration::from_secs(5)
             )
         );
-        assert_eq!(current(), DEFAULT_TIMEOUT);
+        assert_eq!(timeout(), DEFAULT_TIMEOUT);
     }
 
     #[tokio::test]
     async fn a_bound_is_kept_within_what_the_server_takes() {
         assert_eq!(
-            with_timeout(Duration::ZERO, async { current() }).await,
+            with_timeout(Duration::ZERO, async { timeout() }).await,
             Duration::from_millis(1)
         );
         assert_eq!(
-            with_timeout(Duration::MAX, async { current() }).await,
+            with_timeout(Duration::MAX, async { timeout() }).await,
             MAX_TIMEOUT
         );
         let (_, server_ms) = crate::db::statement_timeout_within(MAX_TIMEOUT);

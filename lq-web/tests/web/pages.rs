@@ -621,3 +621,25 @@ async fn counts_are_kept_for_a_refresh_period_but_a_bulk_confirmation_counts_afr
     .await
     .has("Cancel 5 jobs matching state queued?");
 }
+
+/// A page held up past the dashboard's bound (`WebConfig::timeout`, one second
+/// here; a table locked elsewhere) is a 503 page saying the database gave up,
+/// and nothing of it keeps waiting on the server.
+#[tokio::test]
+async fn a_page_held_up_past_the_configured_bound_is_a_503() {
+    let db = TestDb::new().await;
+    let bound = std::time::Duration::from_secs(1);
+    let app = lq_web::router(db.pool.clone(), WebConfig::new().timeout(bound));
+    let lock = db.lock_table("lq.finished_jobs").await;
+    let started = std::time::Instant::now();
+    let page = get(&app, "/jobs?state=dead").await;
+    // Not a speed claim: under the 30 s default the page could not fail
+    // before 27 s, so this tells which bound it had.
+    assert!(started.elapsed() < control::DEFAULT_TIMEOUT * 9 / 10);
+    page.expect(StatusCode::SERVICE_UNAVAILABLE)
+        .has("statement timeout");
+    let waiting = db.sessions_waiting_on_locks().await;
+    assert_eq!(waiting, 0, "the page's statements still wait on the server");
+    lock.rollback().await.unwrap();
+    get(&app, "/jobs?state=dead").await.expect(StatusCode::OK);
+}
