@@ -2,7 +2,6 @@
 //! allowed, checks every POST (access, Origin, CSRF) before any handler runs,
 //! hands the CSRF cookie out, and sets the security headers on every response.
 
-use lq_core::control::with_timeout;
 use std::sync::Arc;
 
 use axum::{
@@ -12,6 +11,7 @@ use axum::{
     middleware::Next,
     response::{IntoResponse, Response},
 };
+use lq_core::control::with_timeout;
 
 use crate::{
     access::{Access, Denied},
