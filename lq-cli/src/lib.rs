@@ -91,7 +91,7 @@ pub enum Command {
     /// Per queue: ready, scheduled and running jobs, the oldest wait, the last
     /// hour's successes and deaths (from the per-minute rollup), and pauses.
     Status(commands::status::StatusArgs),
-    /// List, show, retry, cancel, delete or run now jobs.
+    /// List, count, show, retry, cancel, delete or run now jobs.
     #[command(subcommand)]
     Jobs(commands::jobs::JobsCommand),
     /// List, pause or resume queues.

@@ -8,7 +8,7 @@ use lq_tests::TestDb;
 use serde::{Deserialize, Serialize};
 
 mod common;
-use common::{answer_prompt, insert, lq};
+use common::{answer_prompt, insert, lq, lq_text};
 
 /// A job the runtime in these tests can run.
 #[derive(Serialize, Deserialize, Job)]
@@ -757,5 +757,65 @@ async fn available_and_scheduled_flags_split_queued_jobs_by_their_time() {
         db.number("select count(*) from lq.jobs where state = 'queued'")
             .await,
         2
+    );
+}
+
+/// `lq jobs count` counts what a filter matches per queue and state, with a
+/// total; in JSON, one entry per queue and state; a bad filter is refused
+/// before connecting.
+#[tokio::test]
+async fn jobs_count_gives_each_queue_and_state_and_the_total() {
+    let db = TestDb::new().await;
+    let mail = insert(&db, "cli.count", "mail", 3).await;
+    insert(&db, "cli.count", "sms", 2).await;
+    insert(&db, "cli.other", "mail", 1).await;
+    db.finish(mail[0], "dead", 60.0).await;
+
+    let (code, json, err) = lq(&db, &["jobs", "count", "--kind", "cli.count"]);
+    assert_eq!(code, 0, "{err}");
+    let mut counts: Vec<(String, String, u64)> = (json["counts"].as_array().unwrap().iter())
+        .map(|c| {
+            (
+                c["queue"].as_str().unwrap().to_owned(),
+                c["state"].as_str().unwrap().to_owned(),
+                c["count"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    counts.sort();
+    assert_eq!(
+        counts,
+        [
+            ("mail".to_owned(), "dead".to_owned(), 1),
+            ("mail".to_owned(), "queued".to_owned(), 2),
+            ("sms".to_owned(), "queued".to_owned(), 2),
+        ]
+    );
+    assert_eq!(json["total"], 5);
+
+    let (code, text, err) = lq_text(&db.url, &[], &["jobs", "count", "--state", "dead"]);
+    assert_eq!(code, 0, "{err}");
+    let rows: Vec<Vec<&str>> = text
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            vec!["queue", "state", "jobs"],
+            vec!["mail", "dead", "1"],
+            vec!["total", "1"]
+        ]
+    );
+
+    let (code, _, err) = lq_text(
+        "postgres://nobody@127.0.0.1:1/none",
+        &[],
+        &["jobs", "count", "--older-than", "5000y"],
+    );
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("over 1,000 years") && !err.contains("connect"),
+        "{err}"
     );
 }

@@ -1,4 +1,4 @@
-//! `lq jobs list|show|retry|cancel|delete|run-now`.
+//! `lq jobs list|count|show|retry|cancel|delete|run-now`.
 
 use clap::{Args, Subcommand};
 use lq_runtime::{
@@ -29,6 +29,13 @@ pub enum JobsCommand {
         /// Only ids below this (the next page after one ending at it).
         #[arg(long)]
         before: Option<i64>,
+    },
+    /// How many jobs match a filter, per queue and state (counted in the
+    /// database; counting finished states reads the history the filter allows,
+    /// so a long one may need --timeout).
+    Count {
+        #[command(flatten)]
+        filter: FilterArgs,
     },
     /// One job: every field, its payload and each failed attempt's error.
     Show {
@@ -124,6 +131,33 @@ pub(crate) async fn run(
                     outln!("(more: --before {})", last.id);
                 }
             }
+            Ok(Outcome::Clean)
+        }
+        JobsCommand::Count { filter } => {
+            let counts = control::count(pool, &filter.to_filter()).await?;
+            let total = counts.iter().map(|c| c.count).sum::<u64>();
+            out.emit(
+                &json!({
+                    "counts": counts.iter().map(|c| json!({
+                        "queue": c.queue,
+                        "state": c.state.to_string(),
+                        "count": c.count,
+                    })).collect::<Vec<_>>(),
+                    "total": total,
+                }),
+                || {
+                    let mut t = crate::output::table(&["queue", "state", "jobs"]);
+                    for c in &counts {
+                        t.add_row(vec![
+                            c.queue.clone(),
+                            c.state.to_string(),
+                            c.count.to_string(),
+                        ]);
+                    }
+                    t.add_row(vec!["total".to_owned(), String::new(), total.to_string()]);
+                    t
+                },
+            );
             Ok(Outcome::Clean)
         }
         JobsCommand::Show { id } => {
@@ -252,6 +286,9 @@ impl JobsCommand {
                     return Err(format!("limit {limit} is negative"));
                 }
                 return filter.to_filter().validate().map_err(|e| e.to_string());
+            }
+            JobsCommand::Count { filter } => {
+                return filter.to_filter().validate().map_err(|e| e.to_string())
             }
             JobsCommand::Show { .. } => return Ok(()),
             JobsCommand::Retry(a) => (a, Verb::Retry),
