@@ -161,6 +161,21 @@ mod tests {
         );
     }
 
+    /// `lq --timeout` reaches the dashboard: `lq_cli::run` runs the command
+    /// inside its scope, and the server's options take the scope's bound.
+    #[tokio::test]
+    async fn the_commands_timeout_reaches_the_dashboard() {
+        let bound = std::time::Duration::from_secs(90);
+        let o = lq_runtime::control::with_timeout(bound, async {
+            options(args(&[]), Err(VarError::NotPresent))
+        })
+        .await
+        .unwrap();
+        assert_eq!(o.timeout, bound);
+        let o = options(args(&[]), Err(VarError::NotPresent)).unwrap();
+        assert_eq!(o.timeout, lq_runtime::control::DEFAULT_TIMEOUT);
+    }
+
     #[test]
     fn a_bad_basic_value_is_refused_without_showing_it() {
         for bad in [":s3cret", "s3cret", ""] {
