@@ -19,7 +19,7 @@
 use std::{
     path::PathBuf,
     sync::{
-        atomic::{AtomicBool, AtomicUsize, Ordering},
+        atomic::{AtomicUsize, Ordering},
         Arc,
     },
 };
@@ -53,8 +53,9 @@ struct Cue {
     /// Only an answer whose one and only data row holds the marker: not a
     /// driver's own lookup that lists the same value among others.
     alone: bool,
-    /// Cleared by the connection that loses the marked answer: one per proxy.
-    armed: AtomicBool,
+    /// Marked answers still to lose (one, unless [`LosingProxy::start_alone_times`]
+    /// says more); each connection that loses one takes one off.
+    armed: AtomicUsize,
     /// Answers still to lose, each the next one any connection's server sends.
     next: AtomicUsize,
     lost: Arc<AtomicUsize>,
@@ -65,17 +66,34 @@ impl LosingProxy {
     /// first answer with a data row message holding `marker` (bytes of the
     /// message, its type byte included) is lost; none when it is empty.
     pub async fn start(server: &PgConnectOptions, marker: &[u8]) -> Self {
-        Self::start_with(server, marker, false).await
+        Self::start_with(server, marker, false, 1).await
+    }
+
+    /// [`LosingProxy::start`] losing the first `times` answers holding
+    /// `marker`, not only the first: a write's answer, then the answers of the
+    /// lookups that ask whether it landed, when they carry the same row.
+    pub async fn start_times(server: &PgConnectOptions, marker: &[u8], times: usize) -> Self {
+        Self::start_with(server, marker, false, times).await
     }
 
     /// [`LosingProxy::start`] for an answer of one data row holding `marker`:
     /// for a value a driver's own lookups also send among others (sqlx lists an
     /// enum's labels, one row each, the first time a connection meets its type).
     pub async fn start_alone(server: &PgConnectOptions, marker: &[u8]) -> Self {
-        Self::start_with(server, marker, true).await
+        Self::start_with(server, marker, true, 1).await
     }
 
-    async fn start_with(server: &PgConnectOptions, marker: &[u8], alone: bool) -> Self {
+    /// [`LosingProxy::start_alone`] losing the first `times` such answers.
+    pub async fn start_alone_times(server: &PgConnectOptions, marker: &[u8], times: usize) -> Self {
+        Self::start_with(server, marker, true, times).await
+    }
+
+    async fn start_with(
+        server: &PgConnectOptions,
+        marker: &[u8],
+        alone: bool,
+        times: usize,
+    ) -> Self {
         let host = server.get_host().to_owned();
         let upstream = if host.starts_with('/') {
             Upstream::Unix(PathBuf::from(format!(
@@ -91,7 +109,7 @@ impl LosingProxy {
         let cue = Arc::new(Cue {
             marker: marker.to_vec(),
             alone,
-            armed: AtomicBool::new(!marker.is_empty()),
+            armed: AtomicUsize::new(if marker.is_empty() { 0 } else { times }),
             next: AtomicUsize::new(0),
             lost: lost.clone(),
         });
@@ -186,8 +204,15 @@ impl Cue {
     /// Whether `msg` is a data row holding the armed marker.
     fn marks(&self, msg: &[u8]) -> bool {
         msg[0] == b'D'
-            && self.armed.load(Ordering::SeqCst)
+            && self.armed.load(Ordering::SeqCst) > 0
             && msg.windows(self.marker.len()).any(|w| w == self.marker)
+    }
+
+    /// Takes one marked answer off the count; false when none is left.
+    fn disarm_one(&self) -> bool {
+        self.armed
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
     }
 
     /// Whether the answer that `msg`, a message of the server's, belongs to is
@@ -198,7 +223,7 @@ impl Cue {
     /// leave a connection that only listens silent for good, with no commit to
     /// close it on, and the cue is kept for an answer.
     fn takes(&self, msg: &[u8]) -> bool {
-        let marked = !self.alone && self.marks(msg) && self.armed.swap(false, Ordering::SeqCst);
+        let marked = !self.alone && self.marks(msg) && self.disarm_one();
         let unasked = matches!(msg[0], b'A' | b'N' | b'S');
         marked
             || !unasked
@@ -244,7 +269,7 @@ async fn answers(
             let msg = &buf[at..end];
             if let Some(row) = held.take() {
                 // The command's end right after it: the row was alone.
-                if msg[0] == b'C' && cue.armed.swap(false, Ordering::SeqCst) {
+                if msg[0] == b'C' && cue.disarm_one() {
                     losing = true;
                 } else {
                     out.extend_from_slice(&row);

@@ -351,9 +351,10 @@ async fn write(
 
 /// Of `seemingly_lost`, successes not written by the last try, those an earlier
 /// try wrote though its answer was lost (the history holds them, ended by this
-/// runtime at that attempt); the rest lost their lease. The lookup is tried
-/// three times (the connection that lost one answer may lose the next); if it
-/// never answers, they all count as lost, as before it.
+/// runtime at that attempt); the rest lost their lease. The lookup is tried as
+/// often as an outcome write (`executor::outcome_tries_spent`): the connection
+/// that lost one answer may lose the next few; if it never answers, they all
+/// count as lost.
 async fn landed_unheard(
     shared: &Shared,
     conn: &mut HotConn,
@@ -376,7 +377,7 @@ async fn landed_unheard(
                 conn.discard();
                 failures += 1;
                 debug!(error = %chain(&e), failures, "could not tell lost leases from unheard successes");
-                if failures == 3 {
+                if crate::executor::outcome_tries_spent(shared, failures) {
                     return Vec::new();
                 }
                 tokio::time::sleep(retry_delay(failures)).await;

@@ -302,6 +302,13 @@ enum Released {
 /// of backoff in all).
 pub(crate) const OUTCOME_TRIES: u32 = 8;
 
+/// Whether a write of an outcome, or the lookup of whether one landed, stops
+/// after `failures` failed tries: after [`OUTCOME_TRIES`], or after three once
+/// shutdown's grace is over.
+pub(crate) fn outcome_tries_spent(shared: &Shared, failures: u32) -> bool {
+    failures >= OUTCOME_TRIES || (shared.hard_stop.is_cancelled() && failures >= 3)
+}
+
 /// Writes a non-success outcome so that it lands, or the job is at least freed.
 ///
 /// Failures of the connection or server are retried, boundedly. When the database
@@ -392,7 +399,7 @@ async fn record(shared: &Shared, job: Attempt<'_>, outcome: Outcome, retry_in: O
         }
         unheard |= !refused(&e);
         warn!(id, error = %chain(&e), "could not record the outcome; retrying");
-        if failures >= OUTCOME_TRIES || (shared.hard_stop.is_cancelled() && failures >= 3) {
+        if outcome_tries_spent(shared, failures) {
             error!(id, failures, error = %chain(&e), "gave up recording the outcome; the job returns to the queue when its lease expires");
             return;
         }
@@ -404,8 +411,10 @@ async fn record(shared: &Shared, job: Attempt<'_>, outcome: Outcome, retry_in: O
 /// when an earlier try of it landed though its answer was lost (see
 /// [`db::finish::job_outcome_landed`]; `text` is the error entry the write
 /// adds, `None` for a snooze); `None` when it did not, so the lease was lost.
-/// The lookup is tried three times, as the connection that lost one answer may
-/// lose the next; if it never answers, the lease counts as lost.
+/// The lookup is tried as often as the write ([`outcome_tries_spent`]): the
+/// connection that lost one answer may lose the next few (a fault scenario that
+/// drops an answer every 20–60 ms lost three lookups in a row); if it never
+/// answers, the lease counts as lost.
 pub(crate) async fn outcome_landed(
     shared: &Shared,
     id: i64,
@@ -413,7 +422,8 @@ pub(crate) async fn outcome_landed(
     text: Option<&str>,
 ) -> Option<JobState> {
     let owner = &shared.config.owner;
-    for failures in 1..=3 {
+    let mut failures = 0;
+    loop {
         let found = shared
             .with_conn("job_outcome_landed", |mut conn| async move {
                 db::finish::job_outcome_landed(&mut conn, id, attempt, owner, text).await
@@ -422,14 +432,15 @@ pub(crate) async fn outcome_landed(
         match found {
             Ok(state) => return state,
             Err(e) => {
+                failures += 1;
                 debug!(id, error = %chain(&e), failures, "could not tell a lost lease from an unheard outcome");
-                if failures < 3 {
-                    tokio::time::sleep(retry_delay(failures)).await;
+                if outcome_tries_spent(shared, failures) {
+                    return None;
                 }
+                tokio::time::sleep(retry_delay(failures)).await;
             }
         }
     }
-    None
 }
 
 /// Logs a recorded outcome where an operator looks: a failed attempt at warn, a

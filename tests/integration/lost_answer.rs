@@ -147,6 +147,29 @@ async fn a_success_whose_answer_is_lost_counts_as_a_success_not_a_lost_lease() {
     assert_eq!((stats.succeeded, stats.lease_lost), (1, 0), "{stats:?}");
 }
 
+/// The success's answer is lost, and so are the answers of the first three
+/// lookups that ask whether it landed (each carries the same row: the job's
+/// id): the runtime asks again, as often as it would write, and still counts
+/// a success. (The fault scenario `lost-answers` once lost three lookups in a
+/// row, when the runtime asked three times only.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_success_counts_as_one_though_three_lookups_after_it_go_unanswered() {
+    let db = TestDb::new().await;
+    let id = one_job(&db).await;
+    let server = db.pool.connect_options();
+    let proxy = LosingProxy::start_times(&server, &success_row(id), 4).await;
+    let (proxy, rt, ledger) = start_through(&db, proxy).await;
+    let stats = stats_once(&rt, "the success to be counted", |s| {
+        s.succeeded + s.lease_lost > 0
+    })
+    .await;
+    rt.shutdown().await.unwrap();
+
+    assert_eq!(proxy.answers_lost(), 4, "the write's and three lookups'");
+    assert_eq!(ledger.counts().get(&id), Some(&1), "it ran once");
+    assert_eq!((stats.succeeded, stats.lease_lost), (1, 0), "{stats:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_quarantine_whose_answer_is_lost_counts_as_a_quarantine_not_a_lost_lease() {
     let db = TestDb::new().await;
@@ -248,12 +271,23 @@ async fn lose_the_first_outcome(
     first: FirstRun,
     answer: impl FnOnce(i64) -> Vec<u8>,
 ) -> (lq_runtime::StatsSnapshot, String, i32, i64) {
+    lose_the_first_outcome_and_lookups(first, answer, 1).await
+}
+
+/// [`lose_the_first_outcome`], losing also the answers of the first
+/// `times - 1` lookups that ask whether the write landed (they answer with the
+/// same row).
+async fn lose_the_first_outcome_and_lookups(
+    first: FirstRun,
+    answer: impl FnOnce(i64) -> Vec<u8>,
+    times: usize,
+) -> (lq_runtime::StatsSnapshot, String, i32, i64) {
     let db = TestDb::new().await;
     let id = FailsFirst { first }.enqueue(&db.pool).await.unwrap().id;
     // Alone: sqlx lists an enum's labels, a row each, as a connection first
     // meets the type, and the state written is one of them.
     let server = db.pool.connect_options();
-    let proxy = LosingProxy::start_alone(&server, &answer(id)).await;
+    let proxy = LosingProxy::start_alone_times(&server, &answer(id), times).await;
     let (proxy, rt, ledger) = start_through(&db, proxy).await;
     db.wait_for(
         "the job to end",
@@ -278,8 +312,8 @@ async fn lose_the_first_outcome(
 
     assert_eq!(
         proxy.answers_lost(),
-        1,
-        "{first:?}: the outcome's answer was lost"
+        times,
+        "{first:?}: the outcome's answer was lost, and the lookups' after it"
     );
     let runs = ledger.counts().get(&id).copied();
     let (state, attempts, entries): (String, i32, i64) = sqlx::query_as(
@@ -307,6 +341,17 @@ async fn a_retry_whose_answer_is_lost_counts_as_a_retry_not_a_lost_lease() {
 async fn a_dead_end_whose_answer_is_lost_counts_as_dead_not_a_lost_lease() {
     let (stats, state, attempts, entries) =
         lose_the_first_outcome(FirstRun::Permanent, |_| one_column_row(b"dead")).await;
+    assert_eq!((state.as_str(), attempts, entries), ("dead", 1, 1));
+    assert_eq!(stats.dead, 1, "{stats:?}");
+}
+
+/// As for a success: the dead end's answer and three lookups' answers lost,
+/// it still counts as dead, not as a lost lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_end_counts_as_dead_though_three_lookups_after_it_go_unanswered() {
+    let (stats, state, attempts, entries) =
+        lose_the_first_outcome_and_lookups(FirstRun::Permanent, |_| one_column_row(b"dead"), 4)
+            .await;
     assert_eq!((state.as_str(), attempts, entries), ("dead", 1, 1));
     assert_eq!(stats.dead, 1, "{stats:?}");
 }
