@@ -271,3 +271,48 @@ async fn a_replication_slot_without_a_reader_is_named_until_dropped() {
     let slots = check(&db.pool, "replication slots").await;
     assert!(!slots.detail.contains(&name), "{slots:?}");
 }
+
+/// A `CHECKPOINT` counts as a requested checkpoint, and the check reports the
+/// server's counts. The checkpointer publishes its counts a moment after the
+/// command returns, so the count is read until it moves, within a bound.
+#[tokio::test]
+async fn a_requested_checkpoint_is_counted_and_the_check_reports_the_counts() {
+    let db = TestDb::new().await;
+    let read = || async {
+        let mut conn = db.pool.acquire().await.unwrap();
+        db::doctor::doctor_checkpoints(&mut conn).await.unwrap()
+    };
+    let before = read().await;
+    assert!(
+        before.max_wal_size > 0 && before.checkpoint_timeout_secs > 0,
+        "{before:?}"
+    );
+    sqlx::raw_sql("checkpoint").execute(&db.pool).await.unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let after = loop {
+        let now = read().await;
+        if now.requested > before.requested {
+            break now;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "a CHECKPOINT was never counted: {before:?} then {now:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    assert!(after.timed >= before.timed, "{before:?} then {after:?}");
+
+    let checkpoints = check(&db.pool, "checkpoints").await;
+    let timed: i64 = checkpoints
+        .detail
+        .split(" checkpoints timed and ")
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{checkpoints:?}"));
+    assert!(timed >= after.timed, "{after:?} then {checkpoints:?}");
+    let judged_a_finding = after.requested >= 10 && after.requested > after.timed;
+    // Counts only grow between the reads, so a finding stays one.
+    if judged_a_finding {
+        assert!(!checkpoints.ok, "{after:?} then {checkpoints:?}");
+    }
+}

@@ -145,3 +145,68 @@ pub async fn doctor_idle_slots(conn: &mut PgConnection) -> Result<Vec<IdleSlot>,
     .await
     .map_err(err("doctor_idle_slots"))
 }
+
+/// The checkpointer's counts since they were last reset, and the two settings
+/// that decide when a checkpoint starts.
+#[derive(Debug, sqlx::FromRow)]
+pub struct Checkpoints {
+    /// Checkpoints started because `checkpoint_timeout` had passed.
+    pub timed: i64,
+    /// Checkpoints started on request: the WAL since the last one reached
+    /// `max_wal_size`, or a `CHECKPOINT`, a `DROP DATABASE` or a base backup
+    /// asked for one.
+    pub requested: i64,
+    /// Seconds since the counts were reset (`None` if the server does not say).
+    pub counted_secs: Option<f64>,
+    /// `max_wal_size`, in bytes.
+    pub max_wal_size: i64,
+    /// `checkpoint_timeout`, in seconds.
+    pub checkpoint_timeout_secs: i64,
+    /// The statistics to reset with `pg_stat_reset_shared` once the settings
+    /// are mended: `checkpointer` from PostgreSQL 17, `bgwriter` before.
+    pub reset_target: String,
+}
+
+/// Where a server keeps its checkpoint counts: the view, its timed and
+/// requested columns, and the name `pg_stat_reset_shared` resets them by.
+fn checkpoint_counts_source(server_version_num: i32) -> [&'static str; 4] {
+    if server_version_num >= 170_000 {
+        [
+            "pg_stat_checkpointer",
+            "num_timed",
+            "num_requested",
+            "checkpointer",
+        ]
+    } else {
+        [
+            "pg_stat_bgwriter",
+            "checkpoints_timed",
+            "checkpoints_req",
+            "bgwriter",
+        ]
+    }
+}
+
+/// Reads [`Checkpoints`] from `pg_stat_checkpointer` (PostgreSQL 17 and later)
+/// or `pg_stat_bgwriter` (earlier), which every role may read.
+pub async fn doctor_checkpoints(conn: &mut PgConnection) -> Result<Checkpoints, Error> {
+    let version: i32 =
+        sqlx::query_scalar("select pg_catalog.current_setting('server_version_num')::int4")
+            .fetch_one(&mut *conn)
+            .await
+            .map_err(err("doctor_checkpoints"))?;
+    let [view, timed, requested, target] = checkpoint_counts_source(version);
+    sqlx::query_as(&format!(
+        "select s.{timed}::int8 as timed, s.{requested}::int8 as requested,
+                extract(epoch from pg_catalog.now() - s.stats_reset)::float8 as counted_secs,
+                pg_catalog.pg_size_bytes(pg_catalog.current_setting('max_wal_size'))::int8
+                    as max_wal_size,
+                (select t.setting::int8 from pg_catalog.pg_settings t
+                 where t.name = 'checkpoint_timeout') as checkpoint_timeout_secs,
+                '{target}' as reset_target
+         from pg_catalog.{view} s"
+    ))
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(err("doctor_checkpoints"))
+}
