@@ -32,6 +32,7 @@ pub use stats::{stats, wait_bucket, wait_quantile, MinuteStats, WAIT_BUCKET_BOUN
 
 mod bound;
 mod bulk;
+mod checkpoints_check;
 mod cron;
 mod doctor;
 mod limits_check;
