@@ -210,3 +210,22 @@ pub async fn doctor_checkpoints(conn: &mut PgConnection) -> Result<Checkpoints, 
     .await
     .map_err(err("doctor_checkpoints"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::checkpoint_counts_source;
+
+    #[test]
+    fn checkpoint_counts_moved_to_their_own_view_in_postgresql_17() {
+        assert_eq!(checkpoint_counts_source(160_004)[0], "pg_stat_bgwriter");
+        assert_eq!(
+            checkpoint_counts_source(170_000),
+            [
+                "pg_stat_checkpointer",
+                "num_timed",
+                "num_requested",
+                "checkpointer"
+            ]
+        );
+    }
+}
