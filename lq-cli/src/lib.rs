@@ -61,6 +61,23 @@ mod prompt;
 pub use output::Format;
 
 /// The `lq` command line: connection options, output format and a command.
+/// Flatten it into an application's own clap parser to mount `lq` there:
+///
+/// ```no_run
+/// use clap::Parser;
+///
+/// /// The application's own `admin` binary, with `lq` inside.
+/// #[derive(Parser)]
+/// struct Admin {
+///     #[command(flatten)]
+///     lq: lq_cli::LqArgs,
+/// }
+///
+/// #[tokio::main]
+/// async fn main() -> std::process::ExitCode {
+///     lq_cli::run(Admin::parse().lq).await
+/// }
+/// ```
 #[derive(Debug, Args)]
 pub struct LqArgs {
     /// PostgreSQL URL of the database that holds the `lq` schema.
@@ -79,7 +96,9 @@ pub struct LqArgs {
     pub command: Command,
 }
 
-/// The commands of `lq`.
+/// The commands of `lq`. A `Command` comes from parsing ([`LqArgs`]): the
+/// arguments each variant carries are the command line's flags, whose spelling
+/// is the stable interface, so their types are not named outside this crate.
 #[derive(Debug, Subcommand)]
 // Parsed once per process: the size of the largest variant costs nothing.
 #[allow(clippy::large_enum_variant)]
@@ -109,7 +128,8 @@ pub enum Command {
 }
 
 /// Connects and runs `args`, printing to stdout (results) and stderr (errors);
-/// returns the exit code. The crate's example mounts it in an application.
+/// returns the exit code. [`LqArgs`] and the crate's example show it mounted in
+/// an application.
 pub async fn run(args: LqArgs) -> ExitCode {
     let Some(url) = args.database_url.as_deref() else {
         eprintln!("lq: no database: pass --database-url or set DATABASE_URL");

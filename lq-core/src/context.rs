@@ -148,12 +148,53 @@ impl JobContext {
         self.inner.cancel.is_cancelled()
     }
 
-    /// Completes when the attempt should stop; use it in `tokio::select!`.
+    /// Completes when the attempt should stop; race long work against it, so a
+    /// cancel, a lost lease or the shutdown's grace ends the attempt at once.
+    ///
+    /// ```
+    /// use lq_core::{Job, JobContext, JobError, Perform};
+    /// use serde::{Deserialize, Serialize};
+    /// use std::time::Duration;
+    ///
+    /// #[derive(Serialize, Deserialize, Job)]
+    /// struct Export { report_id: i64 }
+    ///
+    /// impl Perform for Export {
+    ///     async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+    ///         let work = tokio::time::sleep(Duration::from_secs(60)); // the real work
+    ///         tokio::select! {
+    ///             () = work => Ok(()),
+    ///             () = ctx.cancelled() => Err(JobError::snooze(Duration::from_secs(5))),
+    ///         }
+    ///     }
+    /// }
+    /// ```
     pub fn cancelled(&self) -> WaitForCancellationFuture<'_> {
         self.inner.cancel.cancelled()
     }
 
-    /// Shared application state registered with the runtime builder's `.state(..)`.
+    /// Shared application state registered with the runtime builder's `.state(..)`:
+    /// one value per type, shared by every attempt (hold a pool or a client, not
+    /// per-job data).
+    ///
+    /// ```
+    /// use lq_core::{Job, JobContext, JobError, Perform};
+    /// use serde::{Deserialize, Serialize};
+    ///
+    /// /// Registered once: `Runtime::builder(pool).state(Mailer { from: .. })`.
+    /// struct Mailer { from: String }
+    ///
+    /// #[derive(Serialize, Deserialize, Job)]
+    /// struct Welcome { to: String }
+    ///
+    /// impl Perform for Welcome {
+    ///     async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+    ///         let mailer = ctx.state::<Mailer>();
+    ///         println!("mail from {} to {}", mailer.from, self.to);
+    ///         Ok(())
+    ///     }
+    /// }
+    /// ```
     ///
     /// # Panics
     ///

@@ -30,6 +30,16 @@ pub use queues::{pause_queue, queues, resume_queue, Paused, QueueInfo, RateBucke
 pub use runtimes::{runtimes, RuntimeInfo};
 pub use stats::{stats, wait_bucket, wait_quantile, MinuteStats, WAIT_BUCKET_BOUNDS};
 
+/// The longest age a [`JobFilter`] condition or a [`prune`] retention takes,
+/// and the longest retention a runtime's settings take: 1,000 years (of 366
+/// days). PostgreSQL's timestamps end about 4,700 years before now, so a longer
+/// age would fail in the database instead of being refused here.
+///
+/// ```
+/// assert!(lq_core::control::MAX_AGE.as_secs() >= 1_000 * 365 * 86_400);
+/// ```
+pub const MAX_AGE: Duration = crate::job_filter::MAX_FILTER_AGE;
+
 mod bound;
 mod bulk;
 mod checkpoints_check;
@@ -355,7 +365,7 @@ async fn unique_key_holder(pool: &PgPool, id: i64) -> Result<Error, Error> {
 /// than `keep_dead` ago (the leader runtime does this every `prune_interval`).
 /// "Now" is the database's time when the call starts: jobs that pass their
 /// retention while it runs are left for the next prune. Returns how many were
-/// deleted. A retention over 1,000 years is [`Error::InvalidFilter`]. Each
+/// deleted. A retention over [`MAX_AGE`] (1,000 years) is [`Error::InvalidFilter`]. Each
 /// batch commits on its own, so a failure after the first is
 /// [`Error::PruneStopped`], with the count already deleted.
 ///

@@ -223,6 +223,7 @@ fn payload_of<J: Job>(job: &J, position: Option<usize>) -> Result<String, Error>
     if text.len() > MAX_PAYLOAD_BYTES {
         return Err(Error::PayloadTooLarge {
             kind: J::KIND,
+            position,
             size: text.len(),
             limit: MAX_PAYLOAD_BYTES,
         });

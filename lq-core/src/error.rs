@@ -27,10 +27,12 @@ pub enum Error {
         after: Duration,
     },
     /// The serialised payload is bigger than [`crate::MAX_PAYLOAD_BYTES`]; nothing was written.
-    #[error("payload of job kind {kind:?} is {size} bytes, over the {limit}-byte limit: store the data in a table and enqueue its id")]
+    #[error("payload of job kind {kind:?}{} is {size} bytes, over the {limit}-byte limit: store the data in a table and enqueue its id", at(.position))]
     PayloadTooLarge {
         /// Job kind.
         kind: &'static str,
+        /// Position of the job in an `enqueue_many` batch; `None` for one job.
+        position: Option<usize>,
         /// Serialised size in bytes.
         size: usize,
         /// The limit.
@@ -106,7 +108,7 @@ pub enum Error {
         second: &'static str,
     },
     /// The `lq` schema is missing or older than this library.
-    #[error("the lq schema is at version {found}, this library needs {needed}: call lq_runtime::migrate(&pool) first")]
+    #[error("the lq schema is at version {found}, this library needs {needed}: run `lq migrate`, or call migrate(&pool) (lq_core or lq_runtime) first")]
     NotMigrated {
         /// Version found in the database (0 when absent).
         found: i32,
@@ -198,7 +200,7 @@ pub enum Error {
         id: i64,
         /// Its current state.
         state: crate::JobState,
-        /// What was asked (`"cancelled"`, `"retried"`).
+        /// What was asked (`"cancelled"`, `"retried"`, `"deleted"`, `"run now"`).
         action: &'static str,
     },
     /// A delete by id found two jobs with that id, a live one and one in the
@@ -222,7 +224,7 @@ pub enum Error {
         id: i64,
         /// Its state now, outside the filter's states.
         state: crate::JobState,
-        /// What was asked (`"cancelled"`, `"retried"`, `"deleted"`).
+        /// What was asked (`"cancelled"`, `"retried"`, `"deleted"`, `"run now"`).
         action: &'static str,
     },
     /// A bulk action ([`crate::control::cancel_matching`] and its siblings) failed
@@ -235,7 +237,8 @@ pub enum Error {
     /// same action again takes up the rest.
     #[error("bulk action stopped partway: {} jobs were already {action} and stay so; the jobs not yet reached are unchanged", report.done.len())]
     BulkStopped {
-        /// What the action does to a job (`"retried"`, `"cancelled"`, `"deleted"`).
+        /// What the action does to a job (`"retried"`, `"cancelled"`, `"deleted"`,
+        /// `"run now"`).
         action: &'static str,
         /// What the committed batches did, as a finished action reports it.
         report: Box<crate::control::BulkReport>,

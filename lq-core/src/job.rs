@@ -173,7 +173,8 @@ pub trait Job: Serialize + DeserializeOwned + Send + Sync + 'static {
     /// - Every job gets the same `opts` (queue, priority, due time, max attempts).
     /// - All or nothing: a payload or unique key that cannot be stored anywhere in
     ///   the batch fails the whole call before anything is written, with an error
-    ///   naming its position (`PayloadTooLarge`, `PayloadHasNul`, `InvalidUniqueKey`).
+    ///   naming its position (`PayloadTooLarge`, `PayloadHasNul`, `NonFiniteNumber`,
+    ///   `InvalidUniqueKey`).
     /// - A job whose unique key is held by a live job of this kind, or by an earlier
     ///   job in the same batch, is skipped, not an error: [`BulkEnqueued::skipped`]
     ///   counts them and [`BulkEnqueued::ids`] holds the inserted ones, ascending.

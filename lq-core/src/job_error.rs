@@ -23,9 +23,16 @@ pub type BoxError = Box<dyn StdError + Send + Sync + 'static>;
 ///     if n == 0 {
 ///         return Err(JobError::snooze(Duration::from_secs(30))); // later, attempt not spent
 ///     }
+///     if n > 1_000 {
+///         return Err(JobError::cancel("over the limit; ask support")); // `cancelled`, not dead
+///     }
+///     if n == 13 {
+///         return Err(JobError::retry(format!("{n} is busy"))); // as `?` does
+///     }
 ///     Ok(n)
 /// }
 /// assert!(parse("x").is_err());
+/// assert!(matches!(parse("2000").unwrap_err().failure(), lq_core::Failure::Cancel(_)));
 /// ```
 pub struct JobError {
     outcome: Failure,

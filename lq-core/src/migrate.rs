@@ -140,9 +140,11 @@ pub fn declared_serves_from() -> Vec<(i32, i32)> {
 /// same transaction as its version bump.
 ///
 /// When the schema is already current it only reads, so any role the runtime runs
-/// as may call it at start-up (no CREATE privilege needed). It refuses, with
-/// [`Error::SchemaNotOwned`], to change a schema `lq` owned by a role the caller
-/// is not a member of: that role could replace the tables under it.
+/// as may call it at start-up (no CREATE privilege needed). It refuses to change a
+/// schema `lq` owned by a role the caller is not a member of (that role could
+/// replace the tables under it): [`Error::SchemaBehind`] when that schema is
+/// litequeue's at an older version (its owner must migrate it), and
+/// [`Error::SchemaNotOwned`] when it holds no litequeue schema at all.
 ///
 /// A migration that changes `lq.jobs` needs it to itself for a moment. While it
 /// waits for that, every claim, enqueue and heartbeat queues behind it, so it

@@ -9,9 +9,8 @@
 //! attributes merge. Every mistake is a compile error at the offending token that
 //! says how to fix it.
 //!
-//! ```ignore
-//! // Compiled and run in lq-runtime's crate documentation.
-//! use lq_runtime::Job;
+//! ```
+//! use lq_core::Job; // or lq_runtime::Job: the same derive
 //! use serde::{Deserialize, Serialize};
 //!
 //! #[derive(Serialize, Deserialize, Job)]
@@ -57,6 +56,25 @@ use syn::{parse_macro_input, DeriveInput};
 /// attributes merge. Every mistake is a compile error at the offending token
 /// that says how to fix it. The type must derive `Serialize` and
 /// `Deserialize` (and `Default` for a cron job).
+///
+/// ```
+/// use lq_core::{Job, JobContext, JobError, Perform}; // or from lq_runtime
+/// use serde::{Deserialize, Serialize};
+///
+/// #[derive(Serialize, Deserialize, Job)]
+/// #[job(kind = "billing.charge", queue = "billing", max_attempts = 5,
+///       backoff = fixed("30s"), unique_key = "charge:{invoice_id}")]
+/// struct Charge { invoice_id: i64 }
+///
+/// impl Perform for Charge {
+///     async fn perform(&self, _ctx: &JobContext) -> Result<(), JobError> {
+///         Ok(())
+///     }
+/// }
+///
+/// assert_eq!(Charge::KIND, "billing.charge");
+/// assert_eq!(Charge { invoice_id: 7 }.unique_key().as_deref(), Some("charge:7"));
+/// ```
 ///
 /// # Attributes
 ///

@@ -149,7 +149,21 @@ impl RuntimeBuilder {
         self
     }
 
-    /// Shares `value` with every job through `ctx.state::<T>()`.
+    /// Shares `value` with every job through `ctx.state::<T>()` (one value per
+    /// type; a second of the same type replaces the first).
+    ///
+    /// ```no_run
+    /// # async fn f(pool: sqlx::PgPool) -> lq_runtime::Result<()> {
+    /// /// What handlers need beyond their payload.
+    /// struct Mailer { from: String }
+    ///
+    /// let runtime = lq_runtime::Runtime::builder(pool)
+    ///     .state(Mailer { from: "shop@example.com".into() })
+    ///     .queue("emails", 8)
+    ///     .start()
+    ///     .await?;
+    /// # runtime.shutdown().await?; Ok(()) }
+    /// ```
     pub fn state<T: Send + Sync + 'static>(mut self, value: T) -> Self {
         self.state.insert(value);
         self

@@ -28,10 +28,9 @@ const MOST_INTERVAL: Duration = Duration::from_secs(24 * 3600);
 
 /// Most rows a batch setting may ask one statement for.
 const MOST_BATCH: usize = 100_000;
-/// Longest retention or grace: what `control::prune` accepts too. Past about
-/// 290,000 years `now()` minus it is out of PostgreSQL's range, and every prune
-/// would fail.
-const MOST_RETENTION: Duration = Duration::from_secs(1000 * 365 * 24 * 3600);
+/// Longest retention or grace: exactly what `control::prune` accepts, so a
+/// setting `start()` takes never makes the leader's prune fail.
+const MOST_RETENTION: Duration = lq_core::control::MAX_AGE;
 
 /// Refuses settings that cannot work (intervals of zero or over a day, batches
 /// of zero or over 100,000, an owner name the database cannot store, concurrency beyond what a
@@ -239,5 +238,38 @@ pub(crate) fn warn_short_leases(
                 "the job type's lease is shorter than three db_timeouts: a heartbeat held up by the database can let it expire while the handler runs, and another worker may run the job again; give it a longer lease or lower db_timeout"
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::validate;
+    use crate::{Error, RuntimeConfig};
+
+    fn keep_finished(d: Duration) -> Result<(), Error> {
+        let config = RuntimeConfig {
+            keep_finished: d,
+            ..RuntimeConfig::default()
+        };
+        validate(&config, &[])
+    }
+
+    #[test]
+    fn the_longest_retention_start_takes_is_the_longest_prune_takes() {
+        let most = lq_core::control::MAX_AGE;
+        assert!(keep_finished(most).is_ok());
+        let over = keep_finished(most + Duration::from_secs(1));
+        assert!(
+            matches!(
+                over,
+                Err(Error::InvalidSetting {
+                    setting: "keep_finished",
+                    ..
+                })
+            ),
+            "{over:?}"
+        );
     }
 }

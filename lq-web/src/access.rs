@@ -19,7 +19,7 @@ pub enum Access {
     None,
     /// Every page, no action: each POST is refused with 403.
     ReadOnly,
-    /// Pages and actions (retry, cancel, delete, pause, resume).
+    /// Pages and actions (retry, cancel, delete, run now, pause, resume, run a cron tick).
     Full,
 }
 

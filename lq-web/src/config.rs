@@ -29,7 +29,7 @@ pub type Redact = fn(&str, &mut serde_json::Value);
 /// }
 ///
 /// let config = WebConfig::new()
-///     .actions(true)                        // retry, cancel, delete, pause, resume
+///     .actions(true)                        // retry, cancel, delete, run now, pause, resume, cron run
 ///     .refresh(Duration::from_secs(10))
 ///     .redact(hide_card);
 /// ```
@@ -86,8 +86,8 @@ impl WebConfig {
         Self::default()
     }
 
-    /// Whether actions (retry, cancel, delete, pause, resume) are allowed at
-    /// all (default `false`: read-only for everyone, whatever
+    /// Whether actions (retry, cancel, delete, run now, pause, resume, run a cron
+    /// tick) are allowed at all (default `false`: read-only for everyone, whatever
     /// [`WebConfig::authorize`] grants).
     ///
     /// ```

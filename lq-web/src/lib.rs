@@ -50,7 +50,7 @@
 //!   `10,000+` past it), filtered by queue, kind, id,
 //!   age and payload or metadata containment (JSON, `@>`; no payload filter
 //!   while a redaction hook is set, as it would confirm hidden values), 50 a page, newest
-//!   first, with keyset paging. Select jobs to retry, cancel or delete them, or
+//!   first, with keyset paging. Select jobs to retry, cancel, delete or run now, or
 //!   act on *all* jobs the filter matches: the server counts them and asks for
 //!   a confirmation naming the number. An action on selected jobs, or from a
 //!   job's page, acts only on jobs still in the state the page showed: one
@@ -59,9 +59,12 @@
 //!   redirect to its outcome (`GET /jobs/bulk`, the counts and each refusal
 //!   in its query string), so reloading that page runs nothing again.
 //! - `/jobs/{id}`: one job, its payload hidden until asked for, every failed
-//!   attempt's error with its time and worker, retry, cancel and delete.
+//!   attempt's error with its time and worker, retry, cancel, delete and run now.
 //! - `/queues` (pause, resume), `/cron` (expression, zone, last tick, next
-//!   fire), `/runtimes`.
+//!   fire, run a tick now), `/runtimes`.
+//! - `/doctor`: `lq doctor`'s checks, each with its finding and what to do; read
+//!   once when opened, not refreshed (a check counts the queued jobs no
+//!   runtime serves).
 //! - `/health` (`ok`; `?db=1` also asks the database), `/api/stats` (JSON).
 //!
 //! Pages refresh themselves every few seconds ([`WebConfig::refresh`]) while

@@ -113,7 +113,7 @@ impl ServeOptions {
         self
     }
 
-    /// Allow actions (retry, cancel, delete, pause, resume).
+    /// Allow actions (retry, cancel, delete, run now, pause, resume, run a cron tick).
     ///
     /// ```
     /// let options = lq_web::ServeOptions::default().allow_actions(true);

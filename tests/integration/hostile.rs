@@ -756,6 +756,20 @@ async fn keys_and_payloads_postgres_cannot_store_are_refused_naming_the_job() {
         ),
         "{many:?}"
     );
+    let big = "x".repeat(lq_core::MAX_PAYLOAD_BYTES);
+    let texts = ["fine", "fine too", big.as_str()].map(|t| NulPayload { text: t.into() });
+    let many = NulPayload::enqueue_many(&db.pool, texts, EnqueueOptions::new()).await;
+    assert!(
+        matches!(
+            many,
+            Err(CoreError::PayloadTooLarge {
+                kind: "hostile.nul_payload",
+                position: Some(2),
+                ..
+            })
+        ),
+        "{many:?}"
+    );
 
     assert_eq!(
         live_jobs(&db).await,
