@@ -13,6 +13,7 @@ use serde_json::json;
 
 use super::{announce, closed_loop, Ctx};
 use crate::{
+    cpu::CpuSnap,
     db,
     jobs::Noop,
     paired::{self, Paired},
@@ -86,6 +87,7 @@ pub async fn run(ctx: &mut Ctx) -> Result<()> {
     // three comes right after its own pgbench run of the ceiling's insert, so a
     // ratio compares two measurements seconds apart (this host drifts).
     let mut rates = vec![Vec::new(); VARIANTS.len()];
+    let mut cpus: Vec<Vec<Cpu>> = vec![Vec::new(); VARIANTS.len()];
     let mut loads = vec![Vec::new(); VARIANTS.len()];
     let mut paired = vec![Vec::new(); VARIANTS.len()];
     let mut baseline = [Vec::new(), Vec::new()];
@@ -124,7 +126,9 @@ pub async fn run(ctx: &mut Ctx) -> Result<()> {
                 loads[i].push(announce(&format!(
                     "enqueue single: {producers} producer(s), notify {notify}{pool}, run {run}/3"
                 )));
-                rates[i].push(once(ctx, VARIANTS[i], secs).await?);
+                let (rate, cpu) = once(ctx, VARIANTS[i], secs).await?;
+                rates[i].push(rate);
+                cpus[i].push(cpu);
             }
         }
     }
@@ -171,12 +175,24 @@ pub async fn run(ctx: &mut Ctx) -> Result<()> {
         let pairs = &paired[i];
         let what = format!("enqueue_1.sql by pgbench, {producers} client(s)");
         paired::row(&mut ctx.report, &name, rates, pairs, &what);
+        let cpu = Cpu::medians(&cpus[i]);
         ctx.report.detail(
             &name,
-            json!({ "jobs_per_s": s.json(), "secs": secs, "load": loads, "paired_ceiling_per_s": pairs }),
+            json!({
+                "jobs_per_s": s.json(), "secs": secs, "load": loads, "paired_ceiling_per_s": pairs,
+                "cpu_us_per_job": { "bench": cpu.bench_us, "postgres": cpu.postgres_us },
+            }),
         );
         if target == Target::Pool {
             medians.push((notify, producers, s.median));
+        }
+        if producers == 1 && matches!(target, Target::Pool | Target::Enqueuer) {
+            ctx.report.note(format!(
+                "CPU a job, {name}: this process {:.1} µs, PostgreSQL {:.1} µs (medians of {})",
+                cpu.bench_us,
+                cpu.postgres_us,
+                cpus[i].len()
+            ));
         }
     }
     for p in [1u32, 4] {
@@ -194,7 +210,33 @@ pub async fn run(ctx: &mut Ctx) -> Result<()> {
     Ok(())
 }
 
-async fn once(ctx: &Ctx, v: Variant, secs: f64) -> Result<f64> {
+/// CPU time a job took during one run: of this process (producers, the
+/// `Enqueuer`, the notifier) and of every PostgreSQL process, in µs. Read from
+/// /proc, in ticks of 10 ms, so only a run of thousands of jobs reads true.
+#[derive(Clone, Copy, Default)]
+struct Cpu {
+    bench_us: f64,
+    postgres_us: f64,
+}
+
+impl Cpu {
+    fn medians(runs: &[Cpu]) -> Cpu {
+        let median = |f: fn(&Cpu) -> f64| {
+            let v: Vec<f64> = runs.iter().map(f).collect();
+            if v.is_empty() {
+                0.0
+            } else {
+                Spread::of(&v).median
+            }
+        };
+        Cpu {
+            bench_us: median(|c| c.bench_us),
+            postgres_us: median(|c| c.postgres_us),
+        }
+    }
+}
+
+async fn once(ctx: &Ctx, v: Variant, secs: f64) -> Result<(f64, Cpu)> {
     let Variant {
         notify,
         producers,
@@ -229,6 +271,7 @@ async fn once(ctx: &Ctx, v: Variant, secs: f64) -> Result<f64> {
         }
     }
     let shared = pool.clone();
+    let cpu0 = CpuSnap::now();
     let rate = closed_loop(producers, secs, move |p, n| {
         let pool = shared.clone();
         let enqueuer = enqueuer.clone();
@@ -246,9 +289,15 @@ async fn once(ctx: &Ctx, v: Variant, secs: f64) -> Result<f64> {
             Ok(())
         }
     })
-    .await;
+    .await?;
+    let (bench, postgres) = CpuSnap::now().since(&cpu0);
     pool.close().await;
-    rate
+    let jobs = (rate * secs).max(1.0);
+    let cpu = Cpu {
+        bench_us: bench / jobs * 1e6,
+        postgres_us: postgres / jobs * 1e6,
+    };
+    Ok((rate, cpu))
 }
 
 /// The ceiling's single-row insert by pgbench with `producers` clients, run right
