@@ -114,23 +114,39 @@ impl Paired {
 
     /// The statement of `enqueue_1.sql`, one autocommit insert at a time, sent by
     /// `producers` tasks through a sqlx pool set up as the enqueue scenario's
-    /// (two connections per producer): what the driver and the async runtime cost
-    /// before litequeue adds anything. Rows per second.
-    pub async fn sqlx_single(&self, producers: u32, secs: f64) -> Result<f64> {
+    /// (two connections per producer), or with `own_connection` on a connection
+    /// of each producer's own (no pool, as an `Enqueuer` sends): what the driver
+    /// and the async runtime cost before litequeue adds anything. Rows per second.
+    pub async fn sqlx_single(
+        &self,
+        producers: u32,
+        secs: f64,
+        own_connection: bool,
+    ) -> Result<f64> {
         crate::db::exec(&self.pool, "truncate jobs restart identity").await?;
         crate::db::settle_server(&self.pool).await?;
         let pool = crate::db::pool(&self.opts, 2 * producers).await?;
+        let mut conns = Vec::new();
+        if own_connection {
+            for _ in 0..producers {
+                let conn = pool.acquire().await?.detach();
+                conns.push(std::sync::Arc::new(tokio::sync::Mutex::new(conn)));
+            }
+        }
         let shared = pool.clone();
         let rate = closed_loop(producers, secs, move |p, n| {
             let pool = shared.clone();
+            let conn = conns.get(p as usize).cloned();
             async move {
                 let arg = ((u64::from(p) << 24 | n) % 1_000_000_000) as i32;
-                sqlx::query(
+                let insert = sqlx::query(
                     "INSERT INTO jobs (kind, args) VALUES ('noop', jsonb_build_object('n', $1::int))",
                 )
-                .bind(arg)
-                .execute(&pool)
-                .await?;
+                .bind(arg);
+                match conn {
+                    Some(conn) => insert.execute(&mut *conn.lock().await).await?,
+                    None => insert.execute(&pool).await?,
+                };
                 Ok(())
             }
         })

@@ -51,6 +51,10 @@ const fn variant(notify: bool, producers: u32, target: Target) -> Variant {
     }
 }
 
+/// The sqlx baselines: how each sends pgbench's statement, and whether on a
+/// connection of each producer's own (else through a pool).
+const BASELINES: [(&str, bool); 2] = [("", false), (", on a connection per producer", true)];
+
 /// The variants, in report order.
 const VARIANTS: [Variant; 11] = [
     variant(true, 1, Target::Pool),
@@ -90,19 +94,28 @@ pub async fn run(ctx: &mut Ctx) -> Result<()> {
     let mut cpus: Vec<Vec<Cpu>> = vec![Vec::new(); VARIANTS.len()];
     let mut loads = vec![Vec::new(); VARIANTS.len()];
     let mut paired = vec![Vec::new(); VARIANTS.len()];
-    let mut baseline = [Vec::new(), Vec::new()];
-    let mut baseline_paired = [Vec::new(), Vec::new()];
+    // Per producer count (1, 4) and way of sending (a pool, a connection each).
+    let mut baseline = [[Vec::new(), Vec::new()], [Vec::new(), Vec::new()]];
+    let mut baseline_paired = [[Vec::new(), Vec::new()], [Vec::new(), Vec::new()]];
     for run in 1..=3 {
         for producers in [1u32, 4] {
             let b = usize::from(producers > 1);
             let only_enqueuer = std::env::var_os("LQ_BENCH_ENQUEUER_ONLY").is_some();
-            if let Some(p) = ctx.paired.as_ref().filter(|_| !only_enqueuer) {
-                let pgbench = pgbench_before(p, producers, secs, run, "the sqlx baseline").await?;
-                baseline_paired[b].push(pgbench);
-                announce(&format!(
-                    "enqueue single: the same insert by sqlx, {producers} producer(s), run {run}/3"
-                ));
-                baseline[b].push(p.sqlx_single(producers, secs).await?);
+            if let Some(p) = &ctx.paired {
+                for (w, &(how, own_connection)) in BASELINES.iter().enumerate() {
+                    // The pool's baseline compares with the pool's rows, which
+                    // `LQ_BENCH_ENQUEUER_ONLY` leaves out.
+                    if only_enqueuer && !own_connection {
+                        continue;
+                    }
+                    let what = format!("the sqlx baseline{how}");
+                    let pgbench = pgbench_before(p, producers, secs, run, &what).await?;
+                    baseline_paired[b][w].push(pgbench);
+                    announce(&format!(
+                        "enqueue single: the same insert by sqlx{how}, {producers} producer(s), run {run}/3"
+                    ));
+                    baseline[b][w].push(p.sqlx_single(producers, secs, own_connection).await?);
+                }
             }
             let mut order: Vec<usize> = (0..VARIANTS.len())
                 .filter(|&i| VARIANTS[i].producers == producers)
@@ -133,21 +146,18 @@ pub async fn run(ctx: &mut Ctx) -> Result<()> {
         }
     }
     for (i, producers) in [1u32, 4].into_iter().enumerate() {
-        let name = format!(
-            "1. baseline: enqueue_1.sql's insert by sqlx (no litequeue), {producers} producer{}",
-            if producers > 1 { "s" } else { "" }
-        );
-        let what = format!("enqueue_1.sql by pgbench, {producers} client(s)");
-        paired::row(
-            &mut ctx.report,
-            &name,
-            &baseline[i],
-            &baseline_paired[i],
-            &what,
-        );
-        if !baseline[i].is_empty() {
-            let json = json!({ "jobs_per_s": Spread::of(&baseline[i]).json(), "secs": secs });
-            ctx.report.detail(&name, json);
+        for (w, (how, _)) in BASELINES.iter().enumerate() {
+            let name = format!(
+                "1. baseline: enqueue_1.sql's insert by sqlx (no litequeue){how}, {producers} producer{}",
+                if producers > 1 { "s" } else { "" }
+            );
+            let what = format!("enqueue_1.sql by pgbench, {producers} client(s)");
+            let (rates, pairs) = (&baseline[i][w], &baseline_paired[i][w]);
+            paired::row(&mut ctx.report, &name, rates, pairs, &what);
+            if !rates.is_empty() {
+                let json = json!({ "jobs_per_s": Spread::of(rates).json(), "secs": secs });
+                ctx.report.detail(&name, json);
+            }
         }
     }
     let mut medians = Vec::new();
@@ -183,10 +193,10 @@ pub async fn run(ctx: &mut Ctx) -> Result<()> {
                 "cpu_us_per_job": { "bench": cpu.bench_us, "postgres": cpu.postgres_us },
             }),
         );
-        if target == Target::Pool {
+        if target == Target::Pool && !rates.is_empty() {
             medians.push((notify, producers, s.median));
         }
-        if producers == 1 && matches!(target, Target::Pool | Target::Enqueuer) {
+        if producers == 1 && !cpus[i].is_empty() {
             ctx.report.note(format!(
                 "CPU a job, {name}: this process {:.1} µs, PostgreSQL {:.1} µs (medians of {})",
                 cpu.bench_us,
