@@ -45,12 +45,18 @@ pub(crate) fn resolve(overridden: Option<&syn::Path>) -> syn::Result<TokenStream
             Err(_) => continue,
         }
     }
-    Err(syn::Error::new(
+    Err(not_found())
+}
+
+/// The error when neither crate is a dependency: what to add, or how to point
+/// at a re-export.
+fn not_found() -> syn::Error {
+    syn::Error::new(
         Span::call_site(),
         "`#[derive(Job)]` cannot find `lq-runtime` or `lq-core` in this package's \
          Cargo.toml: add one of them to [dependencies], or point at a re-export with \
          `#[job(crate = \"path::to::lq\")]`",
-    ))
+    )
 }
 
 /// [`choose`] over this package's `Cargo.toml` (and its workspace's, when a plain
@@ -160,10 +166,12 @@ mod tests {
     }
 
     #[test]
-    fn without_either_crate_the_error_says_what_to_add() {
-        // lq-macros itself depends on neither (the integration and UI tests, which
-        // depend on lq-runtime, cover finding it).
-        let err = resolve(None).unwrap_err().to_string();
+    fn without_either_crate_none_is_chosen_and_the_error_says_what_to_add() {
+        // lq-macros itself has lq-core as a dev-dependency (for its doctests), so
+        // its own manifest cannot stand for a package without either crate.
+        let m = format!("{PACKAGE}[dependencies]\nserde = \"1\"\n");
+        assert_eq!(pick(&m), None);
+        let err = not_found().to_string();
         assert!(err.contains("`lq-runtime` or `lq-core`"), "{err}");
         assert!(err.contains("#[job(crate = "), "{err}");
     }
