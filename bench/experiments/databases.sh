@@ -19,7 +19,11 @@ lq_db() {
   fresh_db "$1"
   local migrations=()
   for f in "$here"/migrations/*.sql; do migrations+=(-f "$f"); done
-  psql -qX "$(db_url "$1")" -v ON_ERROR_STOP=1 -c "create schema lq" "${migrations[@]}" >/dev/null 2>&1
+  # migrate() creates the version table before the first migration
+  # (lq-core/src/db/migration.rs); from version 10 on the migrations read it.
+  psql -qX "$(db_url "$1")" -v ON_ERROR_STOP=1 -c "create schema lq" \
+    -c "create table lq.schema_migrations (version integer primary key, name text not null, applied_at timestamptz not null default now())" \
+    "${migrations[@]}" >/dev/null 2>&1
 }
 pgbench_insert() {
   pgbench "$1" -n -M prepared -c 1 -T "$2" -f "$bench_dir/enqueue_1.sql" 2>&1 |

@@ -31,7 +31,11 @@ admin -c "drop database if exists $db with (force)" -c "create database $db" 2>/
 url="${DATABASE_URL%/*}/$db"
 migrations=()
 for f in "$here"/migrations/*.sql; do migrations+=(-f "$f"); done
-psql -qX "$url" -v ON_ERROR_STOP=1 -c "create schema lq" "${migrations[@]}" \
+# The version table is created by migrate() itself (lq-core/src/db/migration.rs)
+# before the first migration; from version 10 on the migrations read it.
+psql -qX "$url" -v ON_ERROR_STOP=1 -c "create schema lq" \
+    -c "create table lq.schema_migrations (version integer primary key, name text not null, applied_at timestamptz not null default now())" \
+    "${migrations[@]}" \
     -f "${LQ_CEILING_DIR:-$here/../shared/bench}/schema.sql" \
     -c "create table lq.ff100 (like lq.jobs including all) with (fillfactor = 100)" \
     -c "create table lq.nocheck (like lq.jobs including defaults including identity including indexes) with (fillfactor = 40)" \
