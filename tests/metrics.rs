@@ -2,8 +2,9 @@
 //! test binary: a recorder is global to the process, so the tests share one and
 //! each reads its own queue's labels): per-job counters labelled by queue, kind
 //! and outcome, the wait histogram, the running gauge, the leader's queue gauges;
-//! the claims that waited for a claim slot; and the per-minute rollup that feeds
-//! charts.
+//! the claims that waited for a claim slot; the jobs of a claim whose answer was
+//! lost, counted as released under their kind; and the per-minute rollup that
+//! feeds charts.
 
 use std::{
     collections::HashMap,
@@ -276,5 +277,72 @@ async fn a_claim_that_waits_for_a_claim_slot_is_counted() {
         throttled as f64,
         "the metric counts what the runtime's stats count"
     );
+    assert_eq!(db.count("succeeded").await, 1);
+}
+
+/// One attempt, a lease long enough that the rescuer cannot take the job before
+/// the hand-back; the marker lets the proxy find the claim's answer.
+#[derive(Serialize, Deserialize, Job)]
+#[job(
+    kind = "metrics.lost_claim",
+    queue = "metrics-lost",
+    max_attempts = 1,
+    lease = "20s"
+)]
+struct LostClaim {
+    marker: String,
+}
+
+impl Perform for LostClaim {
+    async fn perform(&self, _: &JobContext) -> Result<(), JobError> {
+        Ok(())
+    }
+}
+
+/// Jobs leased by a claim whose answer was lost are handed back by the runtime
+/// that minted the lease tokens; the hand-back learns their kinds, so the
+/// `released` counter has them under their queue and kind, as `stats()` has.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_of_a_claim_whose_answer_is_lost_are_counted_as_released() {
+    let recorded = recorder();
+    let _turn = one_runtime_at_a_time().await;
+    let db = TestDb::new().await;
+    let marker = "metrics-lost-claim-answer-7d21";
+    LostClaim {
+        marker: marker.to_owned(),
+    }
+    .enqueue(&db.pool)
+    .await
+    .unwrap();
+    let server = db.pool.connect_options();
+    let proxy = lq_fault::proxy::LosingProxy::start(&server, marker.as_bytes()).await;
+    let through_proxy = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(10)
+        .connect_with(proxy.options(&server))
+        .await
+        .unwrap();
+    let runtime = Runtime::builder(through_proxy)
+        .queue("metrics-lost", 2)
+        .poll_interval(Duration::from_millis(50))
+        .start()
+        .await
+        .unwrap();
+    db.wait_idle(Duration::from_secs(60)).await;
+    let stats = runtime.shutdown_with_stats().await.unwrap();
+    let mut seen = Seen::default();
+    seen.take(recorded);
+    assert_eq!(proxy.answers_lost(), 1, "the claim's answer was lost");
+    assert_eq!(stats.released, 1, "{stats:?}");
+    let attempts = |outcome: &str| {
+        seen.value(&format!(
+            "lq_job_attempts_total{{kind=metrics.lost_claim,outcome={outcome},queue=metrics-lost}}"
+        ))
+    };
+    assert_eq!(
+        attempts("released"),
+        1.0,
+        "the metric counts what stats() counts"
+    );
+    assert_eq!(attempts("succeeded"), 1.0);
     assert_eq!(db.count("succeeded").await, 1);
 }

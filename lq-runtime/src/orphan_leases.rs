@@ -17,7 +17,7 @@ use tokio::{sync::Notify, time::Instant};
 use tracing::{debug, warn};
 use uuid::Uuid;
 
-use crate::{shared::Shared, stats::Stats};
+use crate::{shared::Shared, stats::Stats, tally::Recorded};
 
 /// How often the hand-back is tried while such leases may be held. A claim
 /// that did commit is usually found at the first try; the later tries are for
@@ -118,8 +118,8 @@ async fn hand_back(shared: &Shared) -> bool {
     for (queue, tokens) in &shared.orphan_leases.due() {
         let released = shared
             .with_conn("job_release_unanswered", |mut conn| async move {
-                let ids = db::finish::job_release_unanswered(&mut conn, tokens).await?;
-                if !ids.is_empty() {
+                let jobs = db::finish::job_release_unanswered(&mut conn, tokens).await?;
+                if !jobs.is_empty() {
                     // Only a wake-up: the jobs are back whether or not it is sent.
                     let wake =
                         db::enqueue::queues_notify(&mut *conn, std::slice::from_ref(queue)).await;
@@ -127,18 +127,23 @@ async fn hand_back(shared: &Shared) -> bool {
                         debug!(queue, error = %chain(&e), "no wake-up for jobs handed back");
                     }
                 }
-                Ok(ids)
+                Ok(jobs)
             })
             .await;
         match released {
-            Ok(ids) if ids.is_empty() => {}
-            Ok(ids) => {
+            Ok(jobs) if jobs.is_empty() => {}
+            Ok(jobs) => {
                 warn!(
                     queue,
-                    jobs = ids.len(),
+                    jobs = jobs.len(),
                     "jobs leased by a statement that got no answer are back in the queue, their attempt unspent"
                 );
-                Stats::add(&shared.stats.released, ids.len() as u64);
+                Stats::add(&shared.stats.released, jobs.len() as u64);
+                for (_, kind) in &jobs {
+                    if let Some(t) = shared.tallies.get(queue, kind) {
+                        t.finished(Recorded::Released);
+                    }
+                }
                 shared.orphan_leases.settled(tokens);
             }
             Err(e) => {

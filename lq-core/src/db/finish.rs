@@ -17,7 +17,24 @@ use crate::{storable_error, Error, JobState};
 /// with its attempt unspent, or `cancelled` when a cancel was requested; returns
 /// the ids written.
 macro_rules! release_held {
+    // Each job's id and kind: the kind read back from the row as the statement's
+    // snapshot has it (a statement does not see its own writes).
+    (with kinds) => {
+        concat!(
+            release_held!(@writes),
+            "
+         select u.id, j.kind from (select id from requeued union all select id from archived) u
+         join lq.jobs j on j.id = u.id"
+        )
+    };
     () => {
+        concat!(
+            release_held!(@writes),
+            "
+         select id from requeued union all select id from archived"
+        )
+    };
+    (@writes) => {
         concat!(
             "
          cur as (
@@ -27,9 +44,7 @@ macro_rules! release_held {
              from held
          ),
          ",
-            requeue_or_end!("attempts = j.attempts - 1,"),
-            "
-         select id from requeued union all select id from archived"
+            requeue_or_end!("attempts = j.attempts - 1,")
         )
     };
 }
@@ -355,7 +370,8 @@ pub async fn job_successes_in_history(
 }
 
 /// The jobs a claim leased with any of `tokens`, handed back as
-/// [`job_release_many`] hands jobs back (their attempt unspent); returns their ids.
+/// [`job_release_many`] hands jobs back (their attempt unspent); returns their
+/// ids with their kinds, which the claimer never heard, for its counts.
 ///
 /// For a claim that got no answer (its connection broke, or its bound ran out,
 /// as the commit went through): the claimer minted the tokens, so it can find
@@ -365,11 +381,11 @@ pub async fn job_successes_in_history(
 pub async fn job_release_unanswered(
     conn: &mut PgConnection,
     tokens: &[Uuid],
-) -> Result<Vec<i64>, Error> {
-    sqlx::query_scalar(concat!(
+) -> Result<Vec<(i64, String)>, Error> {
+    sqlx::query_as(concat!(
         held_rows!(where "j.state = 'running' and j.lease_token = any($1::uuid[])"),
         ",",
-        release_held!()
+        release_held!(with kinds)
     ))
     .bind(tokens)
     .fetch_all(&mut *conn)
