@@ -59,6 +59,21 @@ pub async fn pool(opts: &PgConnectOptions, max: u32) -> Result<PgPool> {
         .await?)
 }
 
+/// `n` connections taken out of `pool` for good, one per producer, each behind a
+/// lock its producer's calls take in turn: the benchmark's "connection of its
+/// own", with no pool acquire or release (and no release ping) per statement.
+pub async fn detached(
+    pool: &PgPool,
+    n: u32,
+) -> Result<Vec<std::sync::Arc<tokio::sync::Mutex<sqlx::PgConnection>>>> {
+    let mut conns = Vec::new();
+    for _ in 0..n {
+        let conn = pool.acquire().await?.detach();
+        conns.push(std::sync::Arc::new(tokio::sync::Mutex::new(conn)));
+    }
+    Ok(conns)
+}
+
 /// Application name of runtime pools, so a wedged run's sessions can be ended.
 pub const RUNTIME_APP: &str = "lq-bench-runtime";
 

@@ -126,13 +126,11 @@ impl Paired {
         crate::db::exec(&self.pool, "truncate jobs restart identity").await?;
         crate::db::settle_server(&self.pool).await?;
         let pool = crate::db::pool(&self.opts, 2 * producers).await?;
-        let mut conns = Vec::new();
-        if own_connection {
-            for _ in 0..producers {
-                let conn = pool.acquire().await?.detach();
-                conns.push(std::sync::Arc::new(tokio::sync::Mutex::new(conn)));
-            }
-        }
+        let conns = if own_connection {
+            crate::db::detached(&pool, producers).await?
+        } else {
+            Vec::new()
+        };
         let shared = pool.clone();
         let rate = closed_loop(producers, secs, move |p, n| {
             let pool = shared.clone();

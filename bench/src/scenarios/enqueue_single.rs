@@ -273,13 +273,11 @@ async fn once(ctx: &Ctx, v: Variant, secs: f64) -> Result<(f64, Cpu)> {
             .unwrap_or(lq_runtime::DEFAULT_ENQUEUER_CONNECTIONS);
         Enqueuer::with_connections(&pool, connections)
     });
-    let mut conns = Vec::new();
-    if target == Target::Connection {
-        for _ in 0..producers {
-            let conn = pool.acquire().await?.detach();
-            conns.push(std::sync::Arc::new(tokio::sync::Mutex::new(conn)));
-        }
-    }
+    let conns = if target == Target::Connection {
+        db::detached(&pool, producers).await?
+    } else {
+        Vec::new()
+    };
     let shared = pool.clone();
     let cpu0 = CpuSnap::now();
     let rate = closed_loop(producers, secs, move |p, n| {
