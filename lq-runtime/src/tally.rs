@@ -30,7 +30,8 @@ pub(crate) enum Recorded {
     Cancelled,
     /// The write found the lease gone: another worker owns the job.
     LeaseLost,
-    /// Handed back unspent: at shutdown, or after waiting too long for a handler.
+    /// Handed back unspent: at shutdown, after waiting too long for a handler, or
+    /// leased by a claim whose answer was lost.
     Released,
 }
 
