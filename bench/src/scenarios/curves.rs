@@ -198,7 +198,7 @@ impl Drained {
             self.tail()
         );
         println!(
-            "    claims: {} ({} empty); all sampled session states: {}",
+            "    claims: {} ({} empty); all sampled session states: {}; client sessions on the server at most {} of max_connections {}",
             self.claims.claims,
             self.claims.empty,
             self.waits
@@ -206,7 +206,9 @@ impl Drained {
                 .iter()
                 .map(|(w, m)| format!("{w} {m:.2}"))
                 .collect::<Vec<_>>()
-                .join(", ")
+                .join(", "),
+            self.waits.peak_clients,
+            self.waits.max_connections
         );
     }
 

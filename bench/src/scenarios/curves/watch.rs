@@ -41,6 +41,14 @@ const SAMPLE_SQL: &str = "
     where datname = current_database() and state = 'active'
       and (backend_type = 'autovacuum worker' or query ilike 'vacuum%')";
 
+/// Client sessions on the whole server, and the most it allows: a point whose
+/// runtimes need more connections than the server has waits for them (sqlx
+/// retries a refused connect), which bends a curve for a reason of its own.
+const CLIENTS_SQL: &str = "
+    select count(*) filter (where backend_type = 'client backend'),
+           current_setting('max_connections')::int8
+    from pg_stat_activity";
+
 /// A running watch; [`Watch::close`] ends it.
 pub struct Watch {
     pool: PgPool,
@@ -54,6 +62,9 @@ pub struct Watch {
 struct Tally {
     samples: u64,
     seen: HashMap<String, i64>,
+    /// The most client sessions one sample saw, and `max_connections`.
+    peak_clients: i64,
+    max_connections: i64,
 }
 
 impl Watch {
@@ -108,6 +119,12 @@ async fn sample(pool: PgPool, statements: Arc<AtomicU64>, stop: Arc<AtomicBool>)
                 *tally.seen.entry(what).or_default() += n;
             }
         }
+        statements.fetch_add(1, Relaxed);
+        let clients: Result<(i64, i64), _> = sqlx::query_as(CLIENTS_SQL).fetch_one(&pool).await;
+        if let Ok((n, limit)) = clients {
+            tally.peak_clients = tally.peak_clients.max(n);
+            tally.max_connections = limit;
+        }
         // Every 100 ms on the clock; a late sample is followed at once.
         next = (next + SAMPLE_EVERY).max(tokio::time::Instant::now());
         tokio::time::sleep_until(next).await;
@@ -120,6 +137,10 @@ async fn sample(pool: PgPool, statements: Arc<AtomicU64>, stop: Arc<AtomicBool>)
 pub struct Waits {
     pub samples: u64,
     pub means: Vec<(String, f64)>,
+    /// The most client sessions on the server in one sample (every database,
+    /// the harness's included), and the server's `max_connections`.
+    pub peak_clients: i64,
+    pub max_connections: i64,
 }
 
 impl Waits {
@@ -134,6 +155,8 @@ impl Waits {
         Waits {
             samples: t.samples,
             means,
+            peak_clients: t.peak_clients,
+            max_connections: t.max_connections,
         }
     }
 
@@ -178,7 +201,9 @@ impl Waits {
             .iter()
             .map(|(w, m)| (w.clone(), json!(m)))
             .collect();
-        json!({ "samples": self.samples, "mean_sessions": means })
+        json!({ "samples": self.samples, "mean_sessions": means,
+                "peak_client_sessions": self.peak_clients,
+                "max_connections": self.max_connections })
     }
 }
 
