@@ -43,6 +43,7 @@ pub const MAX_AGE: Duration = crate::job_filter::MAX_FILTER_AGE;
 mod bound;
 mod bulk;
 mod checkpoints_check;
+mod connections_check;
 mod cron;
 mod doctor;
 mod limits_check;

@@ -323,3 +323,45 @@ async fn a_requested_checkpoint_is_counted_and_the_check_reports_the_counts() {
         "{checkpoints:?}"
     );
 }
+
+/// The connections' check counts every client session on the server (three
+/// held open here among them) against `max_connections`, and judges the
+/// counts it reports.
+#[tokio::test]
+async fn the_connections_check_counts_the_servers_client_sessions() {
+    let db = TestDb::new().await;
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        held.push(
+            PgConnection::connect_with(&db.pool.connect_options())
+                .await
+                .unwrap(),
+        );
+    }
+    let max: i64 = sqlx::query_scalar("select current_setting('max_connections')::int8")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    let connections = check(&db.pool, "connections").await;
+    let figures: Vec<i64> = connections
+        .detail
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|s| !s.is_empty())
+        .take(3)
+        .map(|n| n.parse().unwrap())
+        .collect();
+    let [in_use, reported_max, reserved] = figures[..] else {
+        panic!("{connections:?}")
+    };
+    assert!(
+        in_use >= 4,
+        "three held and the doctor's own: {connections:?}"
+    );
+    assert_eq!(reported_max, max, "{connections:?}");
+    let open = max - reserved;
+    let wanted = ((open as f64 * 0.1).ceil() as i64).max(3);
+    assert_eq!(connections.ok, open - in_use >= wanted, "{connections:?}");
+    for conn in held {
+        conn.close().await.unwrap();
+    }
+}

@@ -69,8 +69,9 @@ pub struct Check {
 /// (they keep WAL until the disk fills, and may hold back vacuum), dead rows in
 /// `lq.jobs`, queued jobs no live runtime would run, live runtimes that set
 /// different limits on one queue, expired leases no one rescues, whether a
-/// leader exists while runtimes run, and whether checkpoints come from
-/// `max_wal_size` rather than `checkpoint_timeout`. Every check is
+/// leader exists while runtimes run, whether checkpoints come from
+/// `max_wal_size` rather than `checkpoint_timeout`, and whether the server has
+/// connections to spare for another runtime. Every check is
 /// reported, passing or not, except when the schema check fails: then it is the
 /// only one (the others read tables a missing or newer schema may not have).
 ///
@@ -90,17 +91,19 @@ pub async fn doctor(pool: &PgPool) -> Result<Vec<Check>, Error> {
     if !usable {
         return Ok(checks);
     }
-    let (f, unserved, idle_slots, runtimes, checkpoints) = pinned(pool, "doctor", |conn| {
-        Box::pin(async move {
-            let f = db::doctor::doctor_figures(conn, STALE_LEASE.as_secs_f64()).await?;
-            let unserved = db::doctor::doctor_unserved(conn).await?;
-            let idle_slots = db::doctor::doctor_idle_slots(conn).await?;
-            let runtimes = db::cluster::runtimes_list(conn).await?;
-            let checkpoints = db::doctor::doctor_checkpoints(conn).await?;
-            Ok((f, unserved, idle_slots, runtimes, checkpoints))
+    let (f, unserved, idle_slots, runtimes, checkpoints, connections) =
+        pinned(pool, "doctor", |conn| {
+            Box::pin(async move {
+                let f = db::doctor::doctor_figures(conn, STALE_LEASE.as_secs_f64()).await?;
+                let unserved = db::doctor::doctor_unserved(conn).await?;
+                let idle_slots = db::doctor::doctor_idle_slots(conn).await?;
+                let runtimes = db::cluster::runtimes_list(conn).await?;
+                let checkpoints = db::doctor::doctor_checkpoints(conn).await?;
+                let connections = db::doctor::doctor_connections(conn).await?;
+                Ok((f, unserved, idle_slots, runtimes, checkpoints, connections))
+            })
         })
-    })
-    .await?;
+        .await?;
     let vacuum_ok = f.autovacuum && !f.jobs_autovacuum_off;
     checks.push(Check {
         name: "autovacuum",
@@ -199,6 +202,7 @@ pub async fn doctor(pool: &PgPool) -> Result<Vec<Check>, Error> {
         },
     });
     checks.push(super::checkpoints_check::checkpoints_check(&checkpoints));
+    checks.push(super::connections_check::connections_check(&connections));
     Ok(checks)
 }
 

@@ -211,6 +211,31 @@ pub async fn doctor_checkpoints(conn: &mut PgConnection) -> Result<Checkpoints, 
     .map_err(err("doctor_checkpoints"))
 }
 
+/// The server's client sessions against its connection limit.
+#[derive(Debug, Clone, sqlx::FromRow)]
+pub struct Connections {
+    /// Client sessions on the whole server, every database and role (this
+    /// one included): every role sees every session's row.
+    pub in_use: i64,
+    /// `max_connections`.
+    pub max: i64,
+    /// `superuser_reserved_connections`: slots only superusers may take.
+    pub reserved: i64,
+}
+
+/// Reads [`Connections`].
+pub async fn doctor_connections(conn: &mut PgConnection) -> Result<Connections, Error> {
+    sqlx::query_as(
+        "select (select pg_catalog.count(*) from pg_catalog.pg_stat_activity a
+                 where a.backend_type operator(pg_catalog.=) 'client backend')::int8 as in_use,
+                pg_catalog.current_setting('max_connections')::int8 as max,
+                pg_catalog.current_setting('superuser_reserved_connections')::int8 as reserved",
+    )
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(err("doctor_connections"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::checkpoint_counts_source;

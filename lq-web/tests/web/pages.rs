@@ -285,6 +285,12 @@ async fn the_doctor_page_shows_each_check_and_marks_the_failing_ones() {
             .find(&format!(r#"<tr data-check="{}">"#, c.name))
             .unwrap_or_else(|| panic!("no row for {}", c.name));
         let row = &page.body[at..at + page.body[at..].find("</tr>").unwrap()];
+        if c.name == "connections" {
+            // Server-wide counts: other tests open and close connections
+            // between the two reads.
+            assert!(row.contains(" of max_connections "), "{row}");
+            continue;
+        }
         let badge = if c.ok { "ok" } else { "needs you" };
         assert!(row.contains(&format!(">{badge}</span>")), "{row}");
         assert!(
