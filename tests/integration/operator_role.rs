@@ -184,3 +184,36 @@ async fn the_doctor_says_when_it_cannot_see_other_roles_transactions() {
     assert!(seeing.ok, "{seeing:?}");
     open.rollback().await.unwrap();
 }
+
+/// PostgreSQL hides another role's session type from a role without
+/// pg_read_all_stats; the connections check still counts those sessions, so
+/// a reader's doctor does not read a full server as an empty one.
+#[tokio::test]
+async fn the_doctor_counts_other_roles_connections_for_a_role_that_cannot_see_them() {
+    let mut roles = Roles::default();
+    let reader = roles.create("lq_ro", "").await;
+    let db = TestDb::new().await;
+    grant(&db.pool, READER_GRANTS, &reader).await;
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        held.push(db.pool.acquire().await.unwrap());
+    }
+    let checks = control::doctor(&pool_as(&db, &reader, 1).await)
+        .await
+        .unwrap();
+    let connections = checks
+        .into_iter()
+        .find(|c| c.name == "connections")
+        .expect("a connections check");
+    let in_use: i64 = connections
+        .detail
+        .split(' ')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{connections:?}"));
+    assert!(
+        in_use >= 4,
+        "three held as another role and the reader's own: {connections:?}"
+    );
+    drop(held);
+}

@@ -215,7 +215,11 @@ pub async fn doctor_checkpoints(conn: &mut PgConnection) -> Result<Checkpoints, 
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub struct Connections {
     /// Client sessions on the whole server, every database and role (this
-    /// one included): every role sees every session's row.
+    /// one included). Every role sees every session's row, but PostgreSQL
+    /// hides another role's session type from a role without
+    /// `pg_read_all_stats`: those count when they belong to a role, which
+    /// background processes do not (the logical replication launcher, which
+    /// does, is then counted too).
     pub in_use: i64,
     /// `max_connections`.
     pub max: i64,
@@ -227,7 +231,8 @@ pub struct Connections {
 pub async fn doctor_connections(conn: &mut PgConnection) -> Result<Connections, Error> {
     sqlx::query_as(
         "select (select pg_catalog.count(*) from pg_catalog.pg_stat_activity a
-                 where a.backend_type operator(pg_catalog.=) 'client backend')::int8 as in_use,
+                 where coalesce(a.backend_type operator(pg_catalog.=) 'client backend',
+                                a.usesysid is not null))::int8 as in_use,
                 pg_catalog.current_setting('max_connections')::int8 as max,
                 pg_catalog.current_setting('superuser_reserved_connections')::int8 as reserved",
     )
