@@ -210,6 +210,35 @@ impl RuntimeBuilder {
         self
     }
 
+    /// The most connections the runtime this builder starts opens of its own,
+    /// besides the application pool it was given (whose connections it borrows
+    /// one at a time, at start): its pool ([`RuntimeConfig::pool_size`]), the
+    /// claimers', the completer's, the heartbeat's and the cluster beat's. Size
+    /// the server's `max_connections` for every process that runs a runtime:
+    /// `start()` fails with [`Error::NotEnoughConnections`] when the server
+    /// could never give it this many, and `lq doctor` warns when few are free.
+    ///
+    /// ```
+    /// # async fn f(pool: sqlx::PgPool) {
+    /// let builder = lq_runtime::Runtime::builder(pool).queue("default", 10);
+    /// // One queue with the default pool: 5 + 1 claimer + 1 for an overlapping claim + 3.
+    /// assert_eq!(builder.connections(), 10);
+    /// # }
+    /// ```
+    pub fn connections(&self) -> u32 {
+        let (size, claim_conns) = self.pool_sizes();
+        preflight::connections_needed(size, claim_conns)
+    }
+
+    /// The runtime pool's size and the claimers' connections (one per queue, at
+    /// most 16).
+    fn pool_sizes(&self) -> (u32, u32) {
+        let queues = u32::try_from(self.queues.len()).unwrap_or(u32::MAX);
+        let claim_conns = queues.min(preflight::MAX_CLAIM_CONNECTIONS);
+        let size = self.config.pool_size.unwrap_or(claim_conns + 4).max(2);
+        (size, claim_conns)
+    }
+
     /// The settings `start()` will use.
     fn settings(&mut self) -> RuntimeConfig {
         std::mem::take(&mut self.set).apply(self.config.clone())
@@ -321,8 +350,7 @@ impl RuntimeBuilder {
             .map(|(q, _)| (q.clone(), Arc::default()))
             .collect();
         let queues = self.queues.len() as u32;
-        let claim_conns = queues.min(preflight::MAX_CLAIM_CONNECTIONS);
-        let size = self.config.pool_size.unwrap_or(claim_conns + 4).max(2);
+        let (size, claim_conns) = self.pool_sizes();
         let needed = preflight::connections_needed(size, claim_conns);
         preflight::check_connections(&mut app_conn, timeout, needed).await?;
         drop(app_conn);
@@ -547,6 +575,24 @@ mod tests {
         assert_eq!(c.owner, "worker-a");
         assert_eq!(c.poll_interval, Duration::from_millis(250));
         assert_eq!(c.max_claim_batch, 7);
+    }
+
+    #[tokio::test]
+    async fn connections_count_each_pool_of_the_runtime() {
+        let one = builder().queue("a", 10);
+        // Pool 1 + 4, one claimer, one overlapping claim, completer, heartbeat, cluster beat.
+        assert_eq!(one.connections(), 5 + 1 + 1 + 3);
+        let many = (0..40).fold(builder(), |b, i| b.queue(format!("q{i}"), 1));
+        // Claimers share 16 connections past 16 queues; two overlap connections at most.
+        assert_eq!(many.connections(), 20 + 16 + 2 + 3);
+        let small = builder()
+            .queue("a", 10)
+            .queue("b", 10)
+            .config(RuntimeConfig {
+                pool_size: Some(2),
+                ..RuntimeConfig::default()
+            });
+        assert_eq!(small.connections(), 2 + 2 + 2 + 3);
     }
 
     #[tokio::test]

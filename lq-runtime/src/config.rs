@@ -92,7 +92,9 @@ pub struct RuntimeConfig {
     /// claim in flight; one for completions) and one each for the heartbeat and
     /// the cluster beat. With more than 16 queues the claimers share their 16
     /// connections. `start()` fails with `Error::NotEnoughConnections` when the
-    /// server could never give the runtime all of them. The runtime opens its own pools with the application
+    /// server could never give the runtime all of them;
+    /// [`RuntimeBuilder::connections`](crate::RuntimeBuilder::connections) adds
+    /// them up. The runtime opens its own pools with the application
     /// pool's connect options, so a starved application pool cannot stall claims,
     /// completions or leases, and it skips the per-acquire ping, which would
     /// double every round trip.

@@ -538,6 +538,7 @@ async fn sizes_of_jobs(ctx: &Ctx) -> Result<String> {
 async fn runtimes(ctx: &mut Ctx) -> Result<()> {
     let n = scaled(if ctx.quick { 50_000 } else { 200_000 });
     let counts = processes();
+    note_connections(ctx, &counts).await?;
     let (of, mut points) = (rounds::rounds(ctx.quick), rounds::points(counts.len()));
     for round in 1..=of {
         for (&r, point) in counts.iter().zip(&mut points) {
@@ -581,6 +582,40 @@ async fn runtimes(ctx: &mut Ctx) -> Result<()> {
         ctx.report
             .detail(&format!("curve_runtimes_{r}"), point.json());
     }
+    Ok(())
+}
+
+/// Says in the report which points of the `runtimes` curve need more
+/// connections than the server has free (`max_connections` less the sessions
+/// open before the curve, the harness's among them): their runtimes wait for
+/// connections that other processes hold, which bends the curve for a reason
+/// of the server's settings, not of the claims.
+async fn note_connections(ctx: &mut Ctx, counts: &[usize]) -> Result<()> {
+    let each = child::connections(&ctx.pool, DEFAULT_CONCURRENCY);
+    let (open, max) = watch::clients(&ctx.pool).await?;
+    let free = (max - open).max(0);
+    let short: Vec<String> = counts
+        .iter()
+        .filter(|&&r| r as i64 * i64::from(each) > free)
+        .map(|&r| format!("{r} ({} connections)", r as i64 * i64::from(each)))
+        .collect();
+    let verdict = if short.is_empty() {
+        "every point fits".to_owned()
+    } else {
+        format!(
+            "more than that at {}: those points wait for connections, so they measure the \
+             server's connection limit too (run the curve on a server with more, e.g. \
+             `LQ_FORCE_PRIVATE=1 scripts/with-postgres`, whose cluster allows 300)",
+            short.join(", ")
+        )
+    };
+    let line = format!(
+        "Curve 9d: each runtime process opens up to {each} connections (its runtime's own, \
+         `RuntimeBuilder::connections`, and one of its application pool); the server had {free} \
+         free of max_connections {max} before the curve; {verdict}."
+    );
+    println!("{line}");
+    ctx.report.note(line);
     Ok(())
 }
 

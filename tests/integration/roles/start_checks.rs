@@ -67,7 +67,12 @@ async fn start_refuses_a_role_whose_connection_limit_is_too_low() {
     match started {
         Err(Error::NotEnoughConnections { needed, limit }) => {
             assert_eq!(limit, 3);
-            assert!(needed > limit, "needed {needed}");
+            let builder = Runtime::builder(pool.clone()).queue("roles_limit_q", 1);
+            assert_eq!(
+                needed,
+                builder.connections(),
+                "the count operators are told"
+            );
         }
         Err(e) => panic!("expected NotEnoughConnections, got {e:?}"),
         Ok(rt) => {
@@ -108,7 +113,8 @@ impl Perform for ManyQueues {
 
 /// Forty queues under a role allowed 42 connections: claimers beyond the sixteenth
 /// share connections instead of each holding one, the completer and heartbeat have
-/// their own, and every job on every queue succeeds. (Before, 150 queues on a
+/// their own, every job on every queue succeeds, and the runtime holds no more
+/// connections than `RuntimeBuilder::connections` says. (Before, 150 queues on a
 /// 100-connection server claimed 96 jobs and finished none.)
 #[tokio::test]
 async fn forty_queues_within_a_tight_connection_limit_run_every_job() {
@@ -132,10 +138,22 @@ async fn forty_queues_within_a_tight_connection_limit_run_every_job() {
     for queue in &queues {
         builder = builder.queue(queue.clone(), 2);
     }
+    let most = builder.connections();
     let rt = builder.start().await.unwrap();
     for id in &ids {
         wait_state(&db, *id, "succeeded").await;
     }
+    // What `RuntimeBuilder::connections` promises operators: the runtime's own,
+    // besides the application pool's (2 here), after every queue has claimed.
+    let open: i64 = sqlx::query_scalar("select count(*) from pg_stat_activity where usename = $1")
+        .bind(&worker)
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert!(
+        open <= i64::from(most) + 2,
+        "{open} sessions, the builder said at most {most} + the pool's 2"
+    );
     rt.shutdown().await.unwrap();
     drop(pool);
     drop(db);

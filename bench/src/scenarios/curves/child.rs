@@ -10,9 +10,9 @@
 use std::{process::Stdio, str::FromStr, time::Duration};
 
 use anyhow::{bail, ensure, Context, Result};
-use lq_runtime::{Runtime, RuntimeConfig};
+use lq_runtime::{Runtime, RuntimeBuilder, RuntimeConfig};
 use serde::{Deserialize, Serialize};
-use sqlx::postgres::PgConnectOptions;
+use sqlx::{postgres::PgConnectOptions, PgPool};
 use tokio::{
     io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines},
     process::{ChildStdin, ChildStdout},
@@ -59,12 +59,8 @@ pub async fn main(admin_url: &str, args: &[String]) -> Result<()> {
     sqlx::query("select 1").execute(&pool).await?;
     // The limits' diagnosis knobs reach the children through the environment,
     // so several runtimes can share one limited queue.
-    let start = || {
-        let builder = Runtime::builder(pool.clone())
-            .config(child_config())
-            .queue(QUEUE, concurrency);
-        crate::scenarios::with_diagnosis_limits(builder).start()
-    };
+    let start =
+        || crate::scenarios::with_diagnosis_limits(builder(pool.clone(), concurrency)).start();
     let mut stdin = BufReader::new(tokio::io::stdin()).lines();
     // Warm: the runtime starts before `ready`, on the queue the parent paused,
     // and `go` (the parent resumes the queue) starts only the drain.
@@ -195,6 +191,20 @@ pub fn warm_start() -> bool {
 /// `LQ_BENCH_CHILD_CLAIM_AHEAD=off` (no jobs claimed ahead, and so no second
 /// claim in flight), `LQ_BENCH_CHILD_MAX_CLAIM_BATCH=N`,
 /// `LQ_BENCH_CHILD_CLAIM_SLOTS=N|off` (`claim_slots`; `off` for no bound).
+/// The runtime a child starts (before the diagnosis limits).
+fn builder(pool: PgPool, concurrency: usize) -> RuntimeBuilder {
+    Runtime::builder(pool)
+        .config(child_config())
+        .queue(QUEUE, concurrency)
+}
+
+/// The most connections one runtime process opens: its runtime's own
+/// ([`RuntimeBuilder::connections`]) and one of its application pool, which
+/// the runtime borrows at start and the child's own statements use.
+pub fn connections(pool: &PgPool, concurrency: usize) -> u32 {
+    builder(pool.clone(), concurrency).connections() + 1
+}
+
 fn child_config() -> RuntimeConfig {
     let mut config = RuntimeConfig::default();
     if std::env::var("LQ_BENCH_CHILD_CLAIM_AHEAD").as_deref() == Ok("off") {

@@ -120,7 +120,7 @@ async fn sample(pool: PgPool, statements: Arc<AtomicU64>, stop: Arc<AtomicBool>)
             }
         }
         statements.fetch_add(1, Relaxed);
-        let clients: Result<(i64, i64), _> = sqlx::query_as(CLIENTS_SQL).fetch_one(&pool).await;
+        let clients = clients(&pool).await;
         if let Ok((n, limit)) = clients {
             tally.peak_clients = tally.peak_clients.max(n);
             tally.max_connections = limit;
@@ -130,6 +130,11 @@ async fn sample(pool: PgPool, statements: Arc<AtomicU64>, stop: Arc<AtomicBool>)
         tokio::time::sleep_until(next).await;
     }
     tally
+}
+
+/// Client sessions on the whole server now, and `max_connections`.
+pub async fn clients(pool: &PgPool) -> Result<(i64, i64)> {
+    Ok(sqlx::query_as(CLIENTS_SQL).fetch_one(pool).await?)
 }
 
 /// Mean sessions per label over a drain's samples, most first.
