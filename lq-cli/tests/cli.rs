@@ -411,6 +411,9 @@ async fn queues_runtimes_cron_and_doctor_show_the_cluster() {
     );
     assert_eq!(rts[0]["queues"]["cli-q"], 2);
     assert_eq!(rts[0]["limits"]["cli-q"]["global"], 1);
+    // One queue, the default pool: what `RuntimeBuilder::connections` says.
+    let one_queue = Runtime::builder(db.pool.clone()).queue("cli-q", 2);
+    assert_eq!(rts[0]["connections"], one_queue.connections());
 
     // Nobody declares cli.orphan: doctor says so, and exits 1.
     let (code, json, _) = lq(&db, &["doctor"]);

@@ -109,6 +109,13 @@ const MIGRATIONS: &[Migration] = &[
         include_str!("../migrations/0015_history_pruned_by_id.sql"),
         11,
     ),
+    // A column on the runtimes' rows that older statements do not name:
+    // version 15's statements work unchanged, and with them version 11's.
+    migration(
+        "0016_runtime_connections",
+        include_str!("../migrations/0016_runtime_connections.sql"),
+        11,
+    ),
 ];
 
 /// A [`Migration`], written short for the table above.

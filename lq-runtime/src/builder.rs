@@ -397,6 +397,7 @@ impl RuntimeBuilder {
             keep_claim_conns: queues <= preflight::MAX_CLAIM_CONNECTIONS,
             keep_overlap_conns: queues <= overlap,
             completer_pool,
+            connections: needed,
             config: self.config,
             kinds,
             lease_secs,

@@ -225,6 +225,7 @@ async fn beat(
         kinds: &presence.kinds,
         // A runtime counts as alive for three leases without a beat.
         ttl_secs: lease * 3.0,
+        connections: i32::try_from(shared.connections).unwrap_or(i32::MAX),
     };
     // Each statement has the client's bound of its own, so the server's (nine
     // tenths of it, per statement) always fires first: an election the client

@@ -24,6 +24,9 @@ pub(crate) struct Shared {
     /// The completer's own hot-path connection, never shared, so no number of
     /// queues can starve the writing of successes.
     pub completer_pool: PgPool,
+    /// The most connections the runtime's pools open together
+    /// (`RuntimeBuilder::connections`), recorded in its `lq.runtimes` row.
+    pub connections: u32,
     pub config: RuntimeConfig,
     pub registry: Registry,
     pub state: AppState,

@@ -75,6 +75,12 @@ async fn one_runtime_leads_and_hands_over_when_it_stops() {
         assert!(rt.kinds.iter().any(|k| k == "test.noop"));
         assert_eq!(rt.version, env!("CARGO_PKG_VERSION"));
         assert_eq!(rt.pid as u32, std::process::id());
+        // Two queues with the default pool, as the builder counts them.
+        let builder = Runtime::builder(db.pool.clone())
+            .config(fast_lease())
+            .queue("default", 2)
+            .queue("other", 1);
+        assert_eq!(rt.connections, Some(builder.connections()));
     }
 
     // A graceful stop resigns: rt-b leads at its next beat, not after the lease.
@@ -313,6 +319,7 @@ async fn a_beat_retried_after_its_reply_was_lost_finds_its_own_row() {
         limits: &serde_json::json!({}),
         kinds: &kinds,
         ttl_secs: 60.0,
+        connections: 10,
     };
     let mark = chrono::Utc::now().trunc_subsecs(6);
     // The first beat commits; its answer is dropped, as a lost reply would be.

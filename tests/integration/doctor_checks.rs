@@ -365,3 +365,47 @@ async fn the_connections_check_counts_the_servers_client_sessions() {
         conn.close().await.unwrap();
     }
 }
+
+/// The connections' check adds up what this database's live runtimes may
+/// open (their rows, as `RuntimeBuilder::connections` counts), and is a
+/// finding when that exceeds what the server allows ordinary roles, however
+/// few sessions are open now; a row from before schema 16 is named as not
+/// counted.
+#[tokio::test]
+async fn the_connections_check_adds_up_what_live_runtimes_may_open() {
+    let db = TestDb::new().await;
+    let max: i64 = sqlx::query_scalar("select current_setting('max_connections')::int8")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    let runtime = |id: &str, connections: Option<i32>| {
+        sqlx::query(
+            "insert into lq.runtimes (id, host, pid, version, queues, kinds, expires_at, connections)
+             values ($1, 'here', 1, '0', '{\"default\": 1}', '{}', now() + interval '1 hour', $2)",
+        )
+        .bind(id.to_owned())
+        .bind(connections)
+    };
+    runtime("sized", Some(max as i32))
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    runtime("old", None).execute(&db.pool).await.unwrap();
+    // Gone runtimes do not count.
+    sqlx::query(
+        "insert into lq.runtimes (id, host, pid, version, queues, kinds, expires_at, connections)
+         values ('gone', 'here', 1, '0', '{}', '{}', now() - interval '1 hour', 1000)",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    let connections = check(&db.pool, "connections").await;
+    assert!(!connections.ok, "{connections:?}");
+    assert!(
+        connections.detail.contains(&format!(
+            "this database's live runtimes may open up to {max} connections of their own \
+             (1 built before schema 16 not counted), more than the"
+        )),
+        "{connections:?}"
+    );
+}

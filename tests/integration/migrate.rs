@@ -448,8 +448,9 @@ async fn concurrent_upgrades_across_the_version_table_change_all_succeed() {
 /// had no such column: each
 /// serves only its own version, except 9 and 11 (indexes), 10 (the column
 /// itself), 12 (columns on the cron schedules, named by every statement) and
-/// 13 (a table only rate limits use), 14 (views only newer claims lock) and 15
-/// (a table only newer prunes use, an index the old prune only sped up).
+/// 13 (a table only rate limits use), 14 (views only newer claims lock), 15
+/// (a table only newer prunes use, an index the old prune only sped up) and 16
+/// (a column on the runtimes' rows that older statements do not name).
 #[tokio::test]
 async fn each_migration_records_the_oldest_build_it_serves() {
     let expected: Vec<(i32, i32)> = (1..=lq_runtime::SCHEMA_VERSION)
@@ -461,6 +462,7 @@ async fn each_migration_records_the_oldest_build_it_serves() {
             13 => (13, 11),
             14 => (14, 11),
             15 => (15, 11),
+            16 => (16, 11),
             v => (v, v),
         })
         .collect();

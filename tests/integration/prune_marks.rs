@@ -228,16 +228,17 @@ async fn a_worker_refused_the_marks_prunes_the_whole_history_and_names_the_grant
     assert_eq!(db.number("select count(*) from lq.id_marks").await, 0);
 }
 
-/// Takes `db`'s schema back to version 14 where version 15 changed it (the
-/// marks, the history's index and primary key), as a database migrated before
-/// version 15 has it.
+/// Takes `db`'s schema back to version 14 where versions 15 and 16 changed it
+/// (the marks, the history's index and primary key; the runtimes' connection
+/// budgets), as a database migrated before version 15 has it.
 pub(crate) async fn back_to_version_14(db: &TestDb) {
     sqlx::raw_sql(
-        "drop table lq.id_marks;
+        "alter table lq.runtimes drop column connections;
+         drop table lq.id_marks;
          alter table lq.finished_jobs drop constraint finished_jobs_pkey,
              add constraint finished_jobs_pkey primary key (id);
          create index finished_jobs_finished_at on lq.finished_jobs (finished_at);
-         delete from lq.schema_migrations where version = 15;",
+         delete from lq.schema_migrations where version >= 15;",
     )
     .execute(&db.pool)
     .await

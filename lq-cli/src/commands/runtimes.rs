@@ -13,7 +13,7 @@ pub(crate) async fn run(pool: &PgPool, out: &Out) -> Result<Outcome, Failure> {
             "queues": r.queues,
             "limits": r.limits.iter().map(|(q, l)| (q.clone(), l.to_json()))
                 .collect::<serde_json::Map<_, _>>(),
-            "kinds": r.kinds, "started_at": r.started_at,
+            "kinds": r.kinds, "connections": r.connections, "started_at": r.started_at,
             "heartbeat_at": r.heartbeat_at, "alive": r.alive, "leader": r.leader,
         })).collect::<Vec<_>>()}),
         || {
@@ -23,6 +23,7 @@ pub(crate) async fn run(pool: &PgPool, out: &Out) -> Result<Outcome, Failure> {
                 "pid",
                 "version",
                 "queues",
+                "connections",
                 "started",
                 "last beat",
                 "",
@@ -40,6 +41,8 @@ pub(crate) async fn run(pool: &PgPool, out: &Out) -> Result<Outcome, Failure> {
                     r.pid.to_string(),
                     r.version.clone(),
                     queues.join(" "),
+                    r.connections
+                        .map_or_else(|| "-".to_owned(), |n| n.to_string()),
                     r.started_at.format("%F %T").to_string(),
                     r.heartbeat_at.format("%T").to_string(),
                     role.to_owned(),

@@ -74,6 +74,7 @@ mod tests {
             queues,
             limits,
             kinds: Vec::new(),
+            connections: Some(10),
             started_at: Utc::now(),
             heartbeat_at: Utc::now(),
             expires_at: Utc::now(),

@@ -54,6 +54,7 @@ pub async fn runtimes(pool: &PgPool) -> Result<Vec<RuntimeInfo>, Error> {
             pid: r.pid,
             version: r.version,
             kinds: r.kinds,
+            connections: r.connections.and_then(|n| u32::try_from(n).ok()),
             started_at: r.started_at,
             heartbeat_at: r.heartbeat_at,
             alive: r.alive,
@@ -82,6 +83,10 @@ pub struct RuntimeInfo {
     pub limits: BTreeMap<String, QueueLimits>,
     /// Every kind it can run (a `Perform` linked into its binary).
     pub kinds: Vec<String>,
+    /// The most connections it opens of its own, besides its application's
+    /// pool (`RuntimeBuilder::connections`); `None` for a runtime built before
+    /// schema 16.
+    pub connections: Option<u32>,
     /// When it started.
     pub started_at: DateTime<Utc>,
     /// Its last beat (every fifth of its leader lease).

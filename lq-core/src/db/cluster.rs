@@ -20,6 +20,9 @@ pub struct RuntimeRecord<'a> {
     pub kinds: &'a [String],
     /// How long the row stays valid without another beat.
     pub ttl_secs: f64,
+    /// The most connections the runtime opens of its own
+    /// (`RuntimeBuilder::connections`), for `lq doctor` to add up.
+    pub connections: i32,
 }
 
 /// Writes or refreshes this runtime's row, if it is this runtime's: the row
@@ -35,10 +38,12 @@ pub async fn runtime_beat(
     started_at: DateTime<Utc>,
 ) -> Result<bool, Error> {
     sqlx::query_scalar::<_, bool>(
-        "insert into lq.runtimes (id, host, pid, version, queues, kinds, started_at, expires_at, limits)
-         values ($1, $2, $3, $4, $5, $6, $8, now() + make_interval(secs => $7), $9)
+        "insert into lq.runtimes (id, host, pid, version, queues, kinds, started_at, expires_at, limits,
+             connections)
+         values ($1, $2, $3, $4, $5, $6, $8, now() + make_interval(secs => $7), $9, $10)
          on conflict (id) do update set heartbeat_at = now(), expires_at = excluded.expires_at,
              queues = excluded.queues, kinds = excluded.kinds, limits = excluded.limits,
+             connections = excluded.connections,
              host = excluded.host, pid = excluded.pid, version = excluded.version,
              started_at = excluded.started_at
          where lq.runtimes.started_at = excluded.started_at or lq.runtimes.expires_at < now()
@@ -53,6 +58,7 @@ pub async fn runtime_beat(
     .bind(r.ttl_secs)
     .bind(started_at)
     .bind(r.limits)
+    .bind(r.connections)
     .fetch_optional(&mut *conn)
     .await
     .map(|written| written.is_some())
@@ -156,6 +162,8 @@ pub struct RuntimeRow {
     /// Null for a runtime built before schema 13.
     pub limits: Option<serde_json::Value>,
     pub kinds: Vec<String>,
+    /// Null for a runtime built before schema 16.
+    pub connections: Option<i32>,
     pub started_at: DateTime<Utc>,
     pub heartbeat_at: DateTime<Utc>,
     pub expires_at: DateTime<Utc>,
@@ -166,7 +174,8 @@ pub struct RuntimeRow {
 /// Every runtime row, oldest first, expired ones included (marked not alive).
 pub async fn runtimes_list(conn: &mut PgConnection) -> Result<Vec<RuntimeRow>, Error> {
     sqlx::query_as(
-        "select r.id, r.host, r.pid, r.version, r.queues, r.limits, r.kinds, r.started_at, r.heartbeat_at,
+        "select r.id, r.host, r.pid, r.version, r.queues, r.limits, r.kinds, r.connections,
+             r.started_at, r.heartbeat_at,
              r.expires_at, r.expires_at >= now() as alive,
              coalesce(l.expires_at >= now(), false) as leader
          from lq.runtimes r

@@ -225,6 +225,11 @@ pub struct Connections {
     pub max: i64,
     /// `superuser_reserved_connections`: slots only superusers may take.
     pub reserved: i64,
+    /// The most connections this database's live runtimes may open of their
+    /// own, added up from their rows (`RuntimeBuilder::connections`).
+    pub runtimes_may_open: i64,
+    /// Live runtimes whose rows do not say (built before schema 16).
+    pub runtimes_unsized: i64,
 }
 
 /// Reads [`Connections`].
@@ -234,7 +239,11 @@ pub async fn doctor_connections(conn: &mut PgConnection) -> Result<Connections, 
                  where coalesce(a.backend_type operator(pg_catalog.=) 'client backend',
                                 a.usesysid is not null))::int8 as in_use,
                 pg_catalog.current_setting('max_connections')::int8 as max,
-                pg_catalog.current_setting('superuser_reserved_connections')::int8 as reserved",
+                pg_catalog.current_setting('superuser_reserved_connections')::int8 as reserved,
+                (select coalesce(pg_catalog.sum(r.connections), 0)::int8 from lq.runtimes r
+                 where r.expires_at >= pg_catalog.now()) as runtimes_may_open,
+                (select pg_catalog.count(*) from lq.runtimes r
+                 where r.expires_at >= pg_catalog.now() and r.connections is null) as runtimes_unsized",
     )
     .fetch_one(&mut *conn)
     .await

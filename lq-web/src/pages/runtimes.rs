@@ -30,7 +30,9 @@ pub(crate) fn table(rts: &[RuntimeInfo]) -> Markup {
             table.runtimes {
                 thead { tr {
                     th { "runtime" } th { "host" } th.num { "pid" } th { "version" }
-                    th { "queues" } th.num { "kinds" } th { "started" } th { "last beat" } th { "" }
+                    th { "queues" } th.num { "kinds" }
+                    th.num title="the most connections it opens of its own" { "connections" }
+                    th { "started" } th { "last beat" } th { "" }
                 } }
                 tbody {
                     @for rt in rts {
@@ -41,6 +43,9 @@ pub(crate) fn table(rts: &[RuntimeInfo]) -> Markup {
                             td { (rt.version) }
                             td { (rt.queues_described().join(", ")) }
                             td.num title=(rt.kinds.join(", ")) { (rt.kinds.len()) }
+                            td.num {
+                                @if let Some(n) = rt.connections { (n) } @else { "–" }
+                            }
                             td { (layout::time(rt.started_at)) }
                             td { (layout::time(rt.heartbeat_at)) }
                             td {

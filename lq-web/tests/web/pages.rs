@@ -20,10 +20,12 @@ use crate::{
 /// for the `mail` queue: 40 succeeded, 2 dead.
 async fn cluster(db: &TestDb) {
     sqlx::raw_sql(
-        "insert into lq.runtimes (id, host, pid, version, queues, kinds, expires_at, limits) values
+        "insert into lq.runtimes (id, host, pid, version, queues, kinds, expires_at, limits,
+                                  connections) values
              ('rt-a', 'host-a', 101, '0.1.0', '{\"mail\": 4}', '{web.mail}', now() + interval '1 minute',
-              '{\"mail\": {\"global\": 2}}'),
-             ('rt-b', 'host-b', 202, '0.1.0', '{\"default\": 2}', '{web.report}', now() + interval '1 minute', null);
+              '{\"mail\": {\"global\": 2}}', 10),
+             ('rt-b', 'host-b', 202, '0.1.0', '{\"default\": 2}', '{web.report}', now() + interval '1 minute', null,
+              null);
          insert into lq.leader (holder, expires_at) values ('rt-a', now() + interval '1 minute');
          insert into lq.cron_schedules (kind, last_tick, expr, tz, catch_up, queue, declared_by)
              values ('web.nightly', date_trunc('hour', now()), '0 3 * * *', 'Europe/Paris', 'once', 'default', 'rt-a');",
@@ -258,6 +260,8 @@ async fn queues_cron_and_runtimes_pages_show_what_the_database_holds() {
         .expect(StatusCode::OK)
         .has(r#"<tr data-runtime="rt-b">"#)
         .has("mail×4 (at most 2 at once)")
+        .has(r#"<td class="num">10</td>"#) // rt-a's connections
+        .has(r#"<td class="num">–</td>"#) // rt-b's row says none
         .has("badge leader");
 }
 

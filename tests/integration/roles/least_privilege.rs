@@ -66,8 +66,8 @@ async fn the_schemas_owner_migrates_a_later_release_without_create_on_the_databa
         .execute(&db.pool)
         .await
         .unwrap();
-    // A release with one more migration: the last one (the history pruned by
-    // id), not applied yet.
+    // A release with two more migrations (the history pruned by id, the
+    // runtimes' connection budgets), not applied yet.
     crate::prune_marks::back_to_version_14(&db).await;
     let early = lq_runtime::migrate(&worker_pool).await.unwrap_err();
     assert!(

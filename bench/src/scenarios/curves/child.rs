@@ -187,10 +187,6 @@ pub fn warm_start() -> bool {
     std::env::var("LQ_BENCH_CURVES_WARM").as_deref() == Ok("1")
 }
 
-/// The shipped defaults, unless changed for a diagnosis:
-/// `LQ_BENCH_CHILD_CLAIM_AHEAD=off` (no jobs claimed ahead, and so no second
-/// claim in flight), `LQ_BENCH_CHILD_MAX_CLAIM_BATCH=N`,
-/// `LQ_BENCH_CHILD_CLAIM_SLOTS=N|off` (`claim_slots`; `off` for no bound).
 /// The runtime a child starts (before the diagnosis limits).
 fn builder(pool: PgPool, concurrency: usize) -> RuntimeBuilder {
     Runtime::builder(pool)
@@ -205,6 +201,10 @@ pub fn connections(pool: &PgPool, concurrency: usize) -> u32 {
     builder(pool.clone(), concurrency).connections() + 1
 }
 
+/// The shipped defaults, unless changed for a diagnosis:
+/// `LQ_BENCH_CHILD_CLAIM_AHEAD=off` (no jobs claimed ahead, and so no second
+/// claim in flight), `LQ_BENCH_CHILD_MAX_CLAIM_BATCH=N`,
+/// `LQ_BENCH_CHILD_CLAIM_SLOTS=N|off` (`claim_slots`; `off` for no bound).
 fn child_config() -> RuntimeConfig {
     let mut config = RuntimeConfig::default();
     if std::env::var("LQ_BENCH_CHILD_CLAIM_AHEAD").as_deref() == Ok("off") {
