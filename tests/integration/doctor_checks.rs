@@ -378,27 +378,26 @@ async fn the_connections_check_adds_up_what_live_runtimes_may_open() {
         .fetch_one(&db.pool)
         .await
         .unwrap();
-    let runtime = |id: &str, connections: Option<i32>| {
+    // A runtime row whose beat lapses `expires_in_secs` from now (negative: gone).
+    let runtime = |id: &str, connections: Option<i32>, expires_in_secs: f64| {
         sqlx::query(
             "insert into lq.runtimes (id, host, pid, version, queues, kinds, expires_at, connections)
-             values ($1, 'here', 1, '0', '{\"default\": 1}', '{}', now() + interval '1 hour', $2)",
+             values ($1, 'here', 1, '0', '{\"default\": 1}', '{}',
+                     now() + make_interval(secs => $3), $2)",
         )
         .bind(id.to_owned())
         .bind(connections)
+        .bind(expires_in_secs)
     };
-    runtime("sized", Some(max as i32))
-        .execute(&db.pool)
-        .await
-        .unwrap();
-    runtime("old", None).execute(&db.pool).await.unwrap();
-    // Gone runtimes do not count.
-    sqlx::query(
-        "insert into lq.runtimes (id, host, pid, version, queues, kinds, expires_at, connections)
-         values ('gone', 'here', 1, '0', '{}', '{}', now() - interval '1 hour', 1000)",
-    )
-    .execute(&db.pool)
-    .await
-    .unwrap();
+    let hour = 3600.0;
+    for row in [
+        runtime("sized", Some(max as i32), hour),
+        runtime("old", None, hour),
+        // Gone runtimes do not count.
+        runtime("gone", Some(1000), -hour),
+    ] {
+        row.execute(&db.pool).await.unwrap();
+    }
     let connections = check(&db.pool, "connections").await;
     assert!(!connections.ok, "{connections:?}");
     assert!(
