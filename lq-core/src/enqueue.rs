@@ -11,7 +11,7 @@ use sqlx::PgConnection;
 use crate::{
     db::{self, enqueue::NewJob},
     enqueuer::OwnedJob,
-    notify,
+    hold, notify,
     target::Route,
     validate_name, EnqueueTarget, Error, Job, MAX_PAYLOAD_BYTES,
 };
@@ -309,8 +309,9 @@ where
             Route::Conn(conn) => insert_one(conn, &new, &payload, key.as_deref()).await,
             Route::Pool(pool) => {
                 let wake = Wake::plan(pool, &mut new);
-                let mut conn = pool.acquire().await.map_err(db::err("job_insert"))?;
+                let mut conn = hold::acquire(pool).await.map_err(db::err("job_insert"))?;
                 let done = insert_one(&mut conn, &new, &payload, key.as_deref()).await?;
+                hold::keep(pool, conn);
                 if !done.existing {
                     wake.after_commit(new.queue);
                 }
@@ -391,8 +392,11 @@ where
             Route::Conn(conn) => db::enqueue::job_insert_many(conn, &new, &payloads, &keys).await,
             Route::Pool(pool) => {
                 let wake = Wake::plan(pool, &mut new);
-                let mut conn = pool.acquire().await.map_err(db::err("job_insert_many"))?;
+                let mut conn = hold::acquire(pool)
+                    .await
+                    .map_err(db::err("job_insert_many"))?;
                 let ids = db::enqueue::job_insert_many(&mut conn, &new, &payloads, &keys).await?;
+                hold::keep(pool, conn);
                 if !ids.is_empty() {
                     wake.after_commit(new.queue);
                 }

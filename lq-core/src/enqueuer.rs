@@ -1,9 +1,10 @@
 //! [`Enqueuer`]: autocommit enqueues on connections litequeue keeps, with
 //! concurrent calls sharing one statement.
 //!
-//! An enqueue on a `&PgPool` costs two round trips: its statement, then the ping
-//! sqlx sends on every connection going back to the pool. An enqueuer's
-//! connections never go back to a pool, so a call is one round trip, sent from
+//! An enqueue on a `&PgPool` costs two round trips unless another enqueue on
+//! that pool ran in the last 20 ms (`hold`): its statement, then the ping sqlx
+//! sends on every connection going back to the pool. An enqueuer's connections
+//! never go back to a pool, so a call is one round trip, sent from
 //! the caller's own task when a connection is free; and while every connection
 //! has a statement in flight, the calls that arrive wait in one queue and go
 //! together in the next statement (one commit for all of them), the way

@@ -40,6 +40,7 @@ mod enqueuer;
 mod error;
 mod error_text;
 mod finite_floats;
+mod hold;
 mod job;
 mod job_error;
 mod job_filter;

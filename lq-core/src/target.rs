@@ -10,7 +10,10 @@ use crate::Enqueuer;
 /// - `&mut Transaction<Postgres>`: the job exists iff the transaction commits;
 /// - `&mut PgConnection`: committed when the call returns, unless the connection
 ///   is inside a transaction you began;
-/// - `&PgPool`: committed when the call returns;
+/// - `&PgPool`: committed when the call returns; the connection is kept 20 ms
+///   for the next enqueue on the pool (only while the pool has another idle
+///   connection or room for one), so back-to-back enqueues skip the pool's
+///   acquire and release;
 /// - `&Enqueuer`: committed when the call returns, on the enqueuer's own
 ///   connections, with concurrent calls sharing statements.
 ///

@@ -25,6 +25,7 @@ mod migrate;
 mod operator_role;
 mod outcomes;
 mod polling;
+mod pool_hold;
 mod prune_marks;
 mod queues;
 mod rate_limit;
