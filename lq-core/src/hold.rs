@@ -11,17 +11,21 @@
 //! A connection is kept only while the pool has another idle connection or room
 //! to open one, so no other task waits for a held connection beyond a race at
 //! the edge (bounded by [`HOLD`]); it goes back to the pool, through sqlx's own
-//! release, after [`HOLD`] unused, when a statement on it fails, or when it
-//! would be one too many. The held connections belong to a task on the caller's
-//! runtime, so they are dropped with that runtime, never left open in a static.
+//! release, after [`HOLD`] unused, when a statement on it fails, when it would
+//! be one too many, and at the latest [`STREAK`] after it was first kept, so
+//! that the pool's `max_lifetime` and release hooks still see a connection a
+//! busy producer would otherwise keep for ever. The held connections belong to
+//! a task on the caller's runtime, so they are dropped with that runtime, never
+//! left open in a static.
 
 use std::{
     collections::HashMap,
+    ops::{Deref, DerefMut},
     sync::{Arc, Mutex, MutexGuard, OnceLock, Weak},
     time::Duration,
 };
 
-use sqlx::{pool::PoolConnection, PgPool, Postgres};
+use sqlx::{pool::PoolConnection, PgConnection, PgPool, Postgres};
 use tokio::{
     runtime::{Handle, Id},
     time::Instant,
@@ -32,10 +36,32 @@ use tokio::{
 /// that `PgPool::close` (which waits for every connection) hardly notices.
 const HOLD: Duration = Duration::from_millis(20);
 
+/// How long one connection may go from enqueue to enqueue without passing
+/// through the pool's release.
+const STREAK: Duration = Duration::from_secs(60);
+
 /// Most connections kept per pool and runtime.
 const MOST: usize = 8;
 
-type Conn = PoolConnection<Postgres>;
+/// A connection of the pool, with when its current run of reuse began.
+pub(crate) struct Conn {
+    conn: PoolConnection<Postgres>,
+    kept_since: Option<Instant>,
+}
+
+impl Deref for Conn {
+    type Target = PgConnection;
+
+    fn deref(&self) -> &PgConnection {
+        &self.conn
+    }
+}
+
+impl DerefMut for Conn {
+    fn deref_mut(&mut self) -> &mut PgConnection {
+        &mut self.conn
+    }
+}
 
 /// The connections kept for one pool on one runtime.
 #[derive(Default)]
@@ -76,7 +102,10 @@ pub(crate) async fn acquire(pool: &PgPool) -> Result<Conn, sqlx::Error> {
     if let Some(conn) = take(pool) {
         return Ok(conn);
     }
-    pool.acquire().await
+    Ok(Conn {
+        conn: pool.acquire().await?,
+        kept_since: None,
+    })
 }
 
 /// The most recently kept connection of `pool`, if any.
@@ -97,12 +126,14 @@ fn take(pool: &PgPool) -> Option<Conn> {
 /// Keeps `conn`, whose statement just succeeded, for the next enqueue on `pool`;
 /// or lets it go back to the pool at once when keeping it could make another
 /// task wait.
-pub(crate) fn keep(pool: &PgPool, conn: Conn) {
+pub(crate) fn keep(pool: &PgPool, mut conn: Conn) {
     let Ok(runtime) = Handle::try_current() else {
         return;
     };
+    let now = Instant::now();
+    let kept_since = *conn.kept_since.get_or_insert(now);
     let room = pool.num_idle() > 0 || pool.size() < pool.options().get_max_connections();
-    if pool.is_closed() || !room {
+    if pool.is_closed() || !room || now.duration_since(kept_since) >= STREAK {
         return;
     }
     let shelf = {
@@ -124,7 +155,7 @@ pub(crate) fn keep(pool: &PgPool, conn: Conn) {
         if state.held.len() >= MOST {
             return;
         }
-        state.held.push((conn, Instant::now()));
+        state.held.push((conn, now));
         !std::mem::replace(&mut state.reaping, true)
     };
     if start_reaper {
