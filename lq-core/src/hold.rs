@@ -133,7 +133,7 @@ pub(crate) fn keep(pool: &PgPool, mut conn: Conn) {
     let now = Instant::now();
     let kept_since = *conn.kept_since.get_or_insert(now);
     let room = pool.num_idle() > 0 || pool.size() < pool.options().get_max_connections();
-    if pool.is_closed() || !room || now.duration_since(kept_since) >= STREAK {
+    if pool.is_closed() || !may_keep(room, kept_since, now) {
         return;
     }
     let shelf = {
@@ -163,6 +163,13 @@ pub(crate) fn keep(pool: &PgPool, mut conn: Conn) {
     }
 }
 
+/// Whether a connection may be kept at `now`: only while the pool has `room`
+/// for another caller, and within [`STREAK`] of `kept_since`, when its run of
+/// reuse began.
+fn may_keep(room: bool, kept_since: Instant, now: Instant) -> bool {
+    room && now.duration_since(kept_since) < STREAK
+}
+
 /// Returns each kept connection to its pool once it has been kept [`HOLD`]
 /// unused, until none is left.
 async fn reap(shelf: Arc<Shelf>) {
@@ -186,5 +193,30 @@ async fn reap(shelf: Arc<Shelf>) {
             Some(at) => tokio::time::sleep_until(at).await,
             None => return,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_connection_is_kept_until_its_streak_is_a_minute_old() {
+        let began = Instant::now();
+        assert!(may_keep(true, began, began));
+        assert!(may_keep(
+            true,
+            began,
+            began + STREAK - Duration::from_millis(1)
+        ));
+        assert!(!may_keep(true, began, began + STREAK));
+        assert!(!may_keep(true, began, began + 2 * STREAK));
+        assert_eq!(STREAK, Duration::from_secs(60));
+    }
+
+    #[test]
+    fn a_connection_is_never_kept_while_the_pool_has_no_room() {
+        let began = Instant::now();
+        assert!(!may_keep(false, began, began));
     }
 }
