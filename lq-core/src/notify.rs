@@ -5,7 +5,7 @@
 //! commits when its statement returns; it then pokes this notifier instead. Per
 //! database, one sender task sends one NOTIFY for every queue poked since its last
 //! one, paced by a token bucket ([`pacer`]: 1,000 a second on average, a few at
-//! once, and 250 a second while the process makes over 2,000 enqueue calls a
+//! once, and 250 a second while the process makes over 1,000 enqueue calls a
 //! second).
 //! Every poke is followed by a NOTIFY that starts after it, so no enqueue waits
 //! for a poll; a producer below the rate is notified at once, and one above it has

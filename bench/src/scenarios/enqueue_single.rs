@@ -101,7 +101,13 @@ pub async fn run(ctx: &mut Ctx) -> Result<()> {
         for producers in [1u32, 4] {
             let b = usize::from(producers > 1);
             let only_enqueuer = std::env::var_os("LQ_BENCH_ENQUEUER_ONLY").is_some();
-            if let Some(p) = &ctx.paired {
+            // `LQ_BENCH_POOL_ONLY` runs the recommended pool's one-producer rows
+            // alone, with and without the wake-up (the pacing's experiments).
+            let only_pool = std::env::var_os("LQ_BENCH_POOL_ONLY").is_some();
+            if only_pool && producers > 1 {
+                continue;
+            }
+            if let (Some(p), false) = (&ctx.paired, only_pool) {
                 for (w, &(how, own_connection)) in BASELINES.iter().enumerate() {
                     // The pool's baseline compares with the pool's rows, which
                     // `LQ_BENCH_ENQUEUER_ONLY` leaves out.
@@ -124,6 +130,7 @@ pub async fn run(ctx: &mut Ctx) -> Result<()> {
                         || VARIANTS[i].target != Target::Pool
                             && VARIANTS[i].target != Target::DefaultPool
                 })
+                .filter(|&i| !only_pool || VARIANTS[i].target == Target::Pool)
                 .collect();
             if run % 2 == 0 {
                 order.reverse();

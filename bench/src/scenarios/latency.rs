@@ -208,7 +208,7 @@ pub fn report(ctx: &mut Ctx, name: &str, runs: &[LatRun], reference: &str, ratio
 pub const OPEN_RATE: f64 = 500.0;
 
 /// A producer fast enough that the notifier paces its wake-ups at the busy rate
-/// (over 2,000 enqueues a second): the row that shows what that pacing costs.
+/// (over 1,000 enqueues a second): the row that shows what that pacing costs.
 pub const FAST_OPEN_RATE: f64 = 4_000.0;
 pub const TARGET: &str = "— (target p50 ≤ 2 ms, p99 ≤ 5 ms)";
 

@@ -6,14 +6,16 @@
 //! timer ticks. A bucket caps the average rate just the same, but lets a short run
 //! of NOTIFYs through at once, so only a producer that keeps above the rate waits.
 //!
-//! Each NOTIFY is a round trip beside the producer's own, and on a small server
-//! 1,000 of them a second slowed a one-producer enqueue loop by up to a sixth
-//! (bench/FINDINGS.md, stop 38), while a quarter of that rate cost it nothing
-//! measurable. So while pokes (one per enqueue statement that asks for a NOTIFY)
-//! come faster than [`BUSY_POKES_PER_SEC`], where each wake-up finds several jobs
-//! anyway, the rate is [`BUSY_RATE_PER_SEC`]: jobs wait up to 4 ms for a wake-up
-//! instead of 1. Below it (a serial producer, one enqueue a millisecond or fewer)
-//! every poke still wakes workers at once.
+//! Each NOTIFY is a statement beside the producer's own, costing the server
+//! about what an insert does: on a small server 1,000 of them a second slowed a
+//! one-producer enqueue loop by up to a sixth (bench/FINDINGS.md, stop 38), and
+//! by a third where that producer made only 1,500 calls a second (stop 72),
+//! while a quarter of that rate cost it little. So once pokes (one per enqueue
+//! statement that asks for a NOTIFY) come faster than the bucket's own
+//! [`RATE_PER_SEC`], where the bucket already coalesces them and each wake-up
+//! finds jobs waiting, the rate drops to [`BUSY_RATE_PER_SEC`]: jobs wait up to
+//! 4 ms for a wake-up instead of 1. Below it (a producer making at most one
+//! enqueue call a millisecond) every poke still wakes workers at once.
 
 use std::time::Duration;
 
@@ -26,8 +28,11 @@ const RATE_PER_SEC: f64 = 1_000.0;
 const BUSY_RATE_PER_SEC: f64 = 250.0;
 
 /// Pokes a second (enqueue statements in this process, on one database) above
-/// which the bucket refills at [`BUSY_RATE_PER_SEC`].
-const BUSY_POKES_PER_SEC: f64 = 2_000.0;
+/// which the bucket refills at [`BUSY_RATE_PER_SEC`]: the modest rate itself,
+/// since above it a NOTIFY a poke is no longer sent anyway (it was 2,000 up to
+/// stop 72, which let a producer of 1,000–2,000 calls a second on a slow
+/// server send a NOTIFY for every second insert or more).
+const BUSY_POKES_PER_SEC: f64 = RATE_PER_SEC;
 
 /// How long pokes are counted before the rate is chosen again.
 const WINDOW: Duration = Duration::from_millis(20);
@@ -211,6 +216,18 @@ mod tests {
         // One NOTIFY every 4 ms, less the poke gap already waited.
         let gap = Duration::from_secs_f64(1.0 / BUSY_RATE_PER_SEC);
         assert!(longest <= gap && longest > gap - ms(0.5), "{longest:?}");
+    }
+
+    #[test]
+    fn a_producer_just_above_the_modest_rate_is_notified_at_the_busy_rate() {
+        let mut pacer = Pacer::new();
+        // 1,500 pokes a second: a serial producer on a slow server.
+        let (per_sec, _) = notifies(&mut pacer, Instant::now(), ms(1.0 / 1.5), 2.0);
+        assert_eq!(pacer.rate, BUSY_RATE_PER_SEC);
+        assert!(
+            (BUSY_RATE_PER_SEC * 0.9..BUSY_RATE_PER_SEC * 1.15).contains(&per_sec),
+            "{per_sec} NOTIFYs a second"
+        );
     }
 
     #[test]
