@@ -97,17 +97,17 @@ pub async fn run(ctx: &mut Ctx) -> Result<()> {
     // Per producer count (1, 4) and way of sending (a pool, a connection each).
     let mut baseline = [[Vec::new(), Vec::new()], [Vec::new(), Vec::new()]];
     let mut baseline_paired = [[Vec::new(), Vec::new()], [Vec::new(), Vec::new()]];
+    let only_enqueuer = std::env::var_os("LQ_BENCH_ENQUEUER_ONLY").is_some();
+    // `LQ_BENCH_POOL_ONLY` runs the recommended pool's one-producer rows alone,
+    // with and without the wake-up (the pacing's experiments).
+    let only_pool = std::env::var_os("LQ_BENCH_POOL_ONLY").is_some();
     for run in 1..=3 {
         for producers in [1u32, 4] {
             let b = usize::from(producers > 1);
-            let only_enqueuer = std::env::var_os("LQ_BENCH_ENQUEUER_ONLY").is_some();
-            // `LQ_BENCH_POOL_ONLY` runs the recommended pool's one-producer rows
-            // alone, with and without the wake-up (the pacing's experiments).
-            let only_pool = std::env::var_os("LQ_BENCH_POOL_ONLY").is_some();
             if only_pool && producers > 1 {
                 continue;
             }
-            if let (Some(p), false) = (&ctx.paired, only_pool) {
+            if let Some(p) = ctx.paired.as_ref().filter(|_| !only_pool) {
                 for (w, &(how, own_connection)) in BASELINES.iter().enumerate() {
                     // The pool's baseline compares with the pool's rows, which
                     // `LQ_BENCH_ENQUEUER_ONLY` leaves out.
