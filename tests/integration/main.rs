@@ -24,6 +24,7 @@ mod meta;
 mod migrate;
 mod operator_role;
 mod outcomes;
+mod planned_when_empty;
 mod polling;
 mod pool_hold;
 mod prune_marks;

@@ -53,16 +53,20 @@ macro_rules! release_held {
 /// state (`cancelled` when a cancel was requested meanwhile).
 macro_rules! complete_moved {
     () => {
-        "with moved as (
+        concat!(
+            "with moved as (
              delete from lq.jobs j
              using rows from (pg_catalog.unnest($1::bigint[]), pg_catalog.unnest($2::uuid[])) as fence(id, token)
-             where j.id = fence.id and j.lease_token = fence.token
+             where ",
+            job_by_id_of!("fence.id"),
+            " and j.lease_token = fence.token
              returning j.*,
                  case when j.cancel_requested_at is not null then 'cancelled' else 'succeeded' end::lq.job_state
                      as final_state,
                  j.errors as final_errors
          ),
          "
+        )
     };
 }
 
@@ -81,13 +85,17 @@ const COMPLETE_MANY_UNLOCKED: &str = concat!(
     "with picked as materialized (
          select j.id from lq.jobs j
          join rows from (pg_catalog.unnest($1::bigint[]), pg_catalog.unnest($2::uuid[])) as fence(id, token)
-           on j.id = fence.id and j.lease_token = fence.token
+           on ",
+    job_by_id_of!("fence.id"),
+    " and j.lease_token = fence.token
          for update of j skip locked
      ),
      moved as (
          delete from lq.jobs j
          using picked
-         where j.id = picked.id
+         where ",
+    job_by_id_of!("picked.id"),
+    "
          returning j.*,
              case when j.cancel_requested_at is not null then 'cancelled' else 'succeeded' end::lq.job_state
                  as final_state,
@@ -118,7 +126,8 @@ const COMPLETE_MANY_REPLACING: &str = concat!(
 /// job in the WAL. The pairs are joined row by row (`unnest`), not tested with
 /// `lease_token = any(tokens)`, which compared each row's token with the whole
 /// batch's. Rows are locked in id order, like every other multi-row write: the
-/// pairs are sorted by id here and the primary key is probed in that order. No
+/// pairs are sorted by id here and the primary key is probed in that order,
+/// one probe a pair whatever the table's statistics say (`job_by_id_of!`). No
 /// `state` test is needed: the table's check constraint makes "has a lease
 /// token" the same as "running" (a test would let the planner pick the partial
 /// running-rows index from stale statistics). Like the claim, it is written to be

@@ -36,6 +36,23 @@ macro_rules! held_rows {
     };
 }
 
+/// `j.id = any(array[$id])`: the job row whose id is `$id`, a column of the
+/// statement's other relation (a fence, a CTE), found by probing the primary
+/// key once per row of that relation. Written plainly (`j.id = fence.id`) the
+/// planner may also read the whole key in order and test each of its rows
+/// against every row of the batch. On a hot-path connection (table scans off,
+/// one plan kept) it picks that when the plan is made while `lq.jobs`'
+/// statistics say one row in many pages, as a vacuum of a briefly drained
+/// queue leaves them, and every later batch on the connection paid a read of
+/// the whole table per job: 1.2 s for 1,000 jobs among 7,328 rows (stop 76,
+/// `bench/FINDINGS.md`). An equality with an array can be neither merged nor
+/// hashed, so the probe is the only plan left.
+macro_rules! job_by_id_of {
+    ($id:literal) => {
+        concat!("j.id = any(array[", $id, "])")
+    };
+}
+
 /// The closing step of every statement that ends jobs. A job that ends leaves
 /// `lq.jobs` for `lq.finished_jobs` in the statement that ends it, so the queue
 /// table holds only live jobs however much history is kept.
