@@ -94,13 +94,17 @@ pub async fn jobs_cancel_many(
          flagged as (
              update lq.jobs j
              set cancel_requested_at = coalesce(j.cancel_requested_at, now())
-             from old where j.id = old.id and old.state = 'running' and old.chosen
+             from old where ",
+        job_by_id_of!("old.id"),
+        " and old.state = 'running' and old.chosen
              returning j.id
          ),
          moved as (
              delete from lq.jobs j
              using old
-             where j.id = old.id and old.state = 'queued' and old.chosen
+             where ",
+        job_by_id_of!("old.id"),
+        " and old.state = 'queued' and old.chosen
              returning j.*, 'cancelled'::lq.job_state as final_state, j.errors as final_errors
          ),
          ",
@@ -132,7 +136,12 @@ pub async fn jobs_cancel_many(
 /// it is (and counts as done). Sends the queues' wake-up NOTIFY.
 /// Returns `(id, state before, made due)` of every job found, except a queued
 /// one a claim took (or an operator ended) while this waited for its row lock:
-/// the caller looks that one up.
+/// the caller looks that one up. That job is told by its lease token (the check
+/// constraint makes "none" the same as "queued"), and the rows are locked in the
+/// order of the ids found (the same as theirs): a `state` test let the planner
+/// read the queued rows' partial index whole for each job, and `order by j.id`
+/// the whole primary key, when the statistics called the table empty
+/// (`tests/integration/planned_when_empty.rs`).
 pub async fn jobs_run_now_many(
     conn: &mut PgConnection,
     ids: &[i64],
@@ -147,14 +156,18 @@ pub async fn jobs_run_now_many(
              from lq.jobs where id = any($1)
          ),
          due as materialized (
-             select j.id, j.queue from lq.jobs j join old using (id)
-             where old.state = 'queued' and old.chosen and j.state = 'queued'
-             order by j.id
+             select j.id, j.queue from old join lq.jobs j on ",
+        job_by_id_of!("old.id"),
+        "
+             where old.state = 'queued' and old.chosen and j.lease_token is null
+             order by old.id
              for update of j
          ),
          moved as (
              update lq.jobs j set run_at = now()
-             from due where j.id = due.id and j.run_at > now()
+             from due where ",
+        job_by_id_of!("due.id"),
+        " and j.run_at > now()
              returning j.queue
          ),
          woken as (
@@ -182,6 +195,8 @@ pub async fn jobs_run_now_many(
 /// and a finished one in those states (ids restarted by `TRUNCATE … RESTART
 /// IDENTITY`) deletes neither: the caller cannot have meant both. Returns `(id,
 /// state before, deleted)` of every job deleted, running, or sharing its id.
+/// Live jobs are told queued or running by their lease token (the check
+/// constraint makes the two the same), as in [`jobs_run_now_many`].
 pub async fn jobs_delete_many(
     conn: &mut PgConnection,
     ids: &[i64],
@@ -195,7 +210,7 @@ pub async fn jobs_delete_many(
                and ", in_states!("j.state::text"), " and ", in_states!("f.state::text"), "
          ),
          live as (
-             delete from lq.jobs where id = any($1) and state = 'queued'
+             delete from lq.jobs where id = any($1) and lease_token is null
                  and ", in_states!("'queued'"), "
                  and id not in (select id from twice)
              returning id, state::lq.job_state as state
@@ -207,7 +222,7 @@ pub async fn jobs_delete_many(
              returning id, state
          ),
          running as (
-             select id, state::lq.job_state as state from lq.jobs where id = any($1) and state = 'running'
+             select id, state::lq.job_state as state from lq.jobs where id = any($1) and lease_token is not null
                  and id not in (select id from twice)
          )
          select id, state, true from live

@@ -335,13 +335,17 @@ pub async fn job_cancel(conn: &mut PgConnection, id: i64) -> Result<Option<JobSt
          flagged as (
              update lq.jobs j
              set cancel_requested_at = now()
-             from old where j.id = old.id and old.state = 'running'
+             from old where ",
+        job_by_id_of!("old.id"),
+        " and old.state = 'running'
              returning j.id
          ),
          moved as (
              delete from lq.jobs j
              using old
-             where j.id = old.id and old.state = 'queued'
+             where ",
+        job_by_id_of!("old.id"),
+        " and old.state = 'queued'
              returning j.*, 'cancelled'::lq.job_state as final_state, j.errors as final_errors
          ),
          ",

@@ -27,7 +27,7 @@ pub async fn job_heartbeat_many(
     tokens: &[Uuid],
     secs: &[f64],
 ) -> Result<Vec<HeldLease>, Error> {
-    sqlx::query_as(
+    sqlx::query_as(concat!(
         "with held as materialized (
              select j.id from lq.jobs j
              where j.id = any($1::bigint[]) and j.lease_token = any($2::uuid[])
@@ -37,9 +37,11 @@ pub async fn job_heartbeat_many(
          update lq.jobs j
          set lease_expires_at = now() + make_interval(secs => d.secs)
          from held join unnest($1::bigint[], $3::float8[]) as d(id, secs) on d.id = held.id
-         where j.id = held.id
-         returning j.id, j.cancel_requested_at is not null as cancel_requested",
-    )
+         where ",
+        job_by_id_of!("held.id"),
+        "
+         returning j.id, j.cancel_requested_at is not null as cancel_requested"
+    ))
     .bind(ids)
     .bind(tokens)
     .bind(secs)
@@ -72,6 +74,12 @@ pub async fn job_leases_still_held(
 /// jobs keep their `run_at`, so they keep their place instead of waiting behind
 /// the whole backlog. With `only`, just that job is rescued (the fallback, one
 /// job at a time, after a batch was refused).
+///
+/// The longest expired go first, read in the order of the running rows' expiry
+/// index: ordered by id, the planner could read the whole primary key instead,
+/// and did, every pass, when the statistics called the table empty
+/// (`tests/integration/planned_when_empty.rs`). Skipping locked rows, it never
+/// waits for a lock, so it need not lock in id order as the fenced writes do.
 pub async fn job_rescue_expired(
     conn: &mut PgConnection,
     limit: i64,
@@ -93,7 +101,7 @@ pub async fn job_rescue_expired(
         " as next_errors
              from lq.jobs
              where state = 'running' and lease_expires_at < now() and ($2::bigint is null or id = $2)
-             order by id
+             order by lease_expires_at
              limit $1
              for update skip locked
          ),
@@ -109,12 +117,13 @@ pub async fn job_rescue_expired(
     .map_err(err("job_rescue_expired"))
 }
 
-/// Ids of up to `limit` running jobs whose lease expired, for rescuing them one
-/// at a time after a batch rescue was refused.
+/// Ids of up to `limit` running jobs whose lease expired, longest expired first
+/// (as [`job_rescue_expired`] takes them), for rescuing them one at a time after
+/// a batch rescue was refused.
 pub async fn job_expired_ids(conn: &mut PgConnection, limit: i64) -> Result<Vec<i64>, Error> {
     sqlx::query_scalar(
         "select id from lq.jobs where state = 'running' and lease_expires_at < now()
-         order by id limit $1",
+         order by lease_expires_at limit $1",
     )
     .bind(limit)
     .fetch_all(&mut *conn)
@@ -131,12 +140,14 @@ pub async fn job_cancels_requested(
     ids: &[i64],
     tokens: &[Uuid],
 ) -> Result<Vec<i64>, Error> {
-    sqlx::query_scalar(
+    sqlx::query_scalar(concat!(
         "select j.id from lq.jobs j
          join rows from (pg_catalog.unnest($1::bigint[]), pg_catalog.unnest($2::uuid[])) as hint(id, token)
-           on j.id = hint.id and j.lease_token = hint.token
-         where j.cancel_requested_at is not null",
-    )
+           on ",
+        job_by_id_of!("hint.id"),
+        " and j.lease_token = hint.token
+         where j.cancel_requested_at is not null"
+    ))
     .bind(ids)
     .bind(tokens)
     .fetch_all(&mut *conn)

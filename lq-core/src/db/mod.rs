@@ -46,7 +46,10 @@ macro_rules! held_rows {
 /// queue leaves them, and every later batch on the connection paid a read of
 /// the whole table per job: 1.2 s for 1,000 jobs among 7,328 rows (stop 76,
 /// `bench/FINDINGS.md`). An equality with an array can be neither merged nor
-/// hashed, so the probe is the only plan left.
+/// hashed, so the probe is the only plan left there. On the general pool
+/// (table scans on) the same statistics made a failure's write read the whole
+/// key in order for each of its two writes; with the probe open to it, the
+/// planner takes it, as a table scan costs at least the table's pages.
 macro_rules! job_by_id_of {
     ($id:literal) => {
         concat!("j.id = any(array[", $id, "])")
@@ -147,13 +150,17 @@ macro_rules! requeue_or_end {
             "
                      lease_token = null, lease_owner = null, lease_expires_at = null
                  from cur
-                 where j.id = cur.id and cur.next = 'queued'
+                 where ",
+            job_by_id_of!("cur.id"),
+            " and cur.next = 'queued'
                  returning j.id, j.state::lq.job_state as state
              ),
              moved as (
                  delete from lq.jobs j
                  using cur
-                 where j.id = cur.id and cur.next <> 'queued'
+                 where ",
+            job_by_id_of!("cur.id"),
+            " and cur.next <> 'queued'
                  returning j.*, cur.next as final_state, coalesce(cur.next_errors, j.errors) as final_errors
              ),
              ",
