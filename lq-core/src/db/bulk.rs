@@ -195,8 +195,9 @@ pub async fn jobs_run_now_many(
 /// and a finished one in those states (ids restarted by `TRUNCATE … RESTART
 /// IDENTITY`) deletes neither: the caller cannot have meant both. Returns `(id,
 /// state before, deleted)` of every job deleted, running, or sharing its id.
-/// Live jobs are told queued or running by their lease token (the check
-/// constraint makes the two the same), as in [`jobs_run_now_many`].
+/// Live jobs are told queued or running by their lease (the check constraint
+/// makes a lease token and expiry the same as "running"), as in
+/// [`jobs_run_now_many`].
 pub async fn jobs_delete_many(
     conn: &mut PgConnection,
     ids: &[i64],
@@ -207,22 +208,31 @@ pub async fn jobs_delete_many(
              select j.id, j.state::lq.job_state as live, f.state as finished
              from lq.jobs j join lq.finished_jobs f using (id)
              where j.id = any($1)
-               and ", in_states!("j.state::text"), " and ", in_states!("f.state::text"), "
+               and ",
+        in_states!("j.state::text"),
+        " and ",
+        in_states!("f.state::text"),
+        "
          ),
          live as (
              delete from lq.jobs where id = any($1) and lease_token is null
-                 and ", in_states!("'queued'"), "
+                 and ",
+        in_states!("'queued'"),
+        "
                  and id not in (select id from twice)
              returning id, state::lq.job_state as state
          ),
          finished as (
              delete from lq.finished_jobs where id = any($1)
-                 and ", in_states!("state::text"), "
+                 and ",
+        in_states!("state::text"),
+        "
                  and id not in (select id from twice)
              returning id, state
          ),
          running as (
-             select id, state::lq.job_state as state from lq.jobs where id = any($1) and lease_token is not null
+             select id, state::lq.job_state as state from lq.jobs where id = any($1)
+                 and lease_token is not null and lease_expires_at is not null
                  and id not in (select id from twice)
          )
          select id, state, true from live

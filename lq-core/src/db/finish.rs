@@ -7,10 +7,11 @@
 //! Where a statement may do either, the choice is made in a first step that locks
 //! the row (so reads its newest version), and the two writes follow that choice.
 //!
-//! A held job is found by its id and lease token alone: the table's check
-//! constraint makes "has a lease token" the same as "running", and a `state`
-//! test would let the planner read the running rows' partial index whole (with
-//! statistics that call the table empty, it did: `tests/integration/planned_when_empty.rs`).
+//! A held job is found by its id and lease, not its `state`: the table's check
+//! constraint makes a lease token and expiry the same as "running", and a
+//! `state` test would let the planner read the running rows' partial index
+//! whole (with statistics that call the table empty, it did:
+//! `tests/integration/planned_when_empty.rs`).
 
 use sqlx::PgConnection;
 use uuid::Uuid;
@@ -225,7 +226,7 @@ pub async fn job_quarantine(
         "with moved as (
              delete from lq.jobs j
              where j.id = $1
-               and case when $2::uuid is null then j.lease_expires_at < now()
+               and case when $2::uuid is null then j.lease_expires_at < now() and j.lease_token is not null
                         else j.lease_token = $2 end
              returning j.*, 'dead'::lq.job_state as final_state,
                  jsonb_build_array(jsonb_build_object('attempt', j.attempts, 'at', now(),
@@ -265,7 +266,7 @@ pub async fn job_fail(
         append_error!("errors", "attempts", "lease_owner", "$3::text"),
         " as next_errors
              from lq.jobs
-             where id = $1 and lease_token = $2
+             where id = $1 and lease_token = $2 and lease_expires_at is not null
              for update
          ),
          ",
@@ -296,7 +297,7 @@ pub async fn job_snooze(
                  case when cancel_requested_at is null then 'queued' else 'cancelled' end::lq.job_state as next,
                  null::jsonb as next_errors
              from lq.jobs
-             where id = $1 and lease_token = $2
+             where id = $1 and lease_token = $2 and lease_expires_at is not null
              for update
          ),
          ",
@@ -322,7 +323,7 @@ pub async fn job_cancel_own(
     let ended: Option<i64> = sqlx::query_scalar(concat!(
         "with moved as (
              delete from lq.jobs j
-             where id = $1 and lease_token = $2
+             where id = $1 and lease_token = $2 and lease_expires_at is not null
              returning j.*, 'cancelled'::lq.job_state as final_state,
                  ",
         append_error!("j.errors", "j.attempts", "j.lease_owner", "$3::text"),
