@@ -23,7 +23,7 @@ use crate::Error;
 /// for 5,000 of a million rows, against 25 ms).
 ///
 /// It runs in a transaction of its own (a savepoint within the caller's) with
-/// table scans, bitmap scans and sorts ruled out ([`KEY_ORDER_ONLY`]).
+/// table scans, bitmap scans and sorts ruled out (`KEY_ORDER_ONLY`).
 pub async fn job_prune(
     conn: &mut PgConnection,
     keep_finished_secs: f64,
