@@ -148,6 +148,40 @@ async fn completions_planned_on_an_apparently_empty_table_read_only_their_own_ro
     }
 }
 
+#[tokio::test]
+async fn claims_planned_on_an_apparently_empty_table_read_only_the_jobs_they_take() {
+    let db = TestDb::new().await;
+    table_the_statistics_call_empty(&db).await;
+    // Of the queued jobs, the first two batches' worth are due now.
+    sqlx::query(
+        "update lq.jobs set run_at = now() - interval '1 second'
+         where id in (select id from lq.jobs where state = 'queued' and kind = 'test.planned'
+                      order by id limit $1)",
+    )
+    .bind(2 * BATCH as i64)
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    let kinds = ["test.planned".to_string()];
+    let mut conn = hot_connection(&db).await;
+    // Two claims on one connection, the second with the plan made for the first.
+    for claim in 0..2 {
+        let mut tx = conn.begin().await.unwrap();
+        let before = rows_read(&mut tx).await;
+        let claimed = db::claim::job_claim(&mut tx, "default", &kinds, &[30.0], BATCH as i64, "w")
+            .await
+            .unwrap();
+        let read = rows_read(&mut tx).await - before;
+        tx.commit().await.unwrap();
+        assert_eq!(claimed.len(), BATCH, "claim {claim}: jobs claimed");
+        assert!(
+            read <= 3 * BATCH as i64,
+            "claim {claim}: read {read} rows of {} to claim {BATCH} jobs",
+            RUNNING + QUEUED
+        );
+    }
+}
+
 /// The runtime's other writes and reads of one attempt, each on jobs of its own.
 #[derive(Debug, Clone, Copy)]
 enum AttemptWrite {
