@@ -2,7 +2,9 @@
 //! analyzed where autovacuum is off. The queue table (`lq.jobs`) churns dead rows
 //! with every claim and completion; without vacuum the claim slows down steadily,
 //! and without statistics its plan can turn into a full sort. The history
-//! (`lq.finished_jobs`) leaves dead rows behind each prune.
+//! (`lq.finished_jobs`) leaves dead rows behind each prune, and where
+//! autovacuum is off only a vacuum after many inserts marks its pages
+//! all-visible for the prune's index-only scan.
 //!
 //! Autovacuum, with the table's own settings from the migrations, remains the
 //! baseline. But it visits a database once per `autovacuum_naptime` (1 min by
@@ -38,6 +40,15 @@ const CHECK_EVERY: Duration = Duration::from_secs(1);
 /// sustained`, measured when finished jobs still stayed in `lq.jobs`).
 const MIN_DEAD: i64 = 20_000;
 const DEAD_FRACTION: f64 = 0.02;
+/// Rows inserted since the last vacuum that make one due while autovacuum is
+/// off: this many, or this fraction of live rows (autovacuum's own default
+/// insert scale factor). The history is only inserted into between prunes, so
+/// dead rows never call for its vacuum; without one nothing marks its pages
+/// all-visible, and the prune's index-only scan of the history's key read the
+/// table for every entry: 1.52M heap fetches, 1.9 s, in `lq-bench --only
+/// sustained` with autovacuum off (`bench/FINDINGS.md`, stops 76 and 77).
+const MIN_INSERTED: i64 = 100_000;
+const INSERTED_FRACTION: f64 = 0.2;
 /// A vacuum refreshes the table's column statistics too only when they are at
 /// least this old (or were never gathered), the pace of autovacuum's default
 /// `autovacuum_naptime`. A draining queue is vacuumed every second, and an
@@ -73,6 +84,12 @@ impl Need {
             (false, false) => None,
         }
     }
+}
+
+/// Rows inserted into `t` since its last vacuum tolerated while autovacuum is
+/// off: `MIN_INSERTED`, or `INSERTED_FRACTION` of its live rows.
+fn insert_bound(t: &JobTableStats) -> i64 {
+    MIN_INSERTED.max((t.live as f64 * INSERTED_FRACTION) as i64)
 }
 
 /// Dead rows tolerated in `t`: `MIN_DEAD`, or `DEAD_FRACTION` of its live rows.
@@ -131,12 +148,14 @@ impl Tended {
 
 /// Vacuum whenever dead rows pass `MIN_DEAD` or `DEAD_FRACTION` of the live rows
 /// (beyond the `unremovable` ones the last vacuum left), whether or not
-/// autovacuum is on, and analyze with it if the statistics are older than
+/// autovacuum is on, or, with autovacuum off, when rows inserted since the last
+/// vacuum pass `MIN_INSERTED` or `INSERTED_FRACTION` of them; and analyze with it if the statistics are older than
 /// [`ANALYZE_EVERY`]; analyze a table that holds rows but was never analyzed,
 /// unless autovacuum is on and will do it soon. Nothing if this role may not
 /// vacuum the table (the server would only warn).
 fn decide(t: &JobTableStats, unremovable: i64) -> Need {
-    let vacuum = t.may_vacuum && t.dead > bound(t).saturating_add(unremovable);
+    let inserted = t.autovacuum_off && t.inserted_since_vacuum > insert_bound(t);
+    let vacuum = t.may_vacuum && (t.dead > bound(t).saturating_add(unremovable) || inserted);
     let stale = t
         .analyzed_secs_ago
         .is_none_or(|secs| secs >= ANALYZE_EVERY.as_secs() as i64);
@@ -349,6 +368,7 @@ mod tests {
             live,
             dead,
             modified_since_analyze: 0,
+            inserted_since_vacuum: 0,
             analyzed_secs_ago: Some(1),
             autovacuum_off: false,
             may_vacuum: true,
@@ -364,6 +384,21 @@ mod tests {
             };
             assert!(decide(&t, 0).vacuum, "autovacuum off: {autovacuum_off}");
         }
+    }
+
+    #[test]
+    fn rows_inserted_past_their_bound_are_vacuumed_only_while_autovacuum_is_off() {
+        let inserted = |autovacuum_off, live, inserted_since_vacuum| JobTableStats {
+            autovacuum_off,
+            inserted_since_vacuum,
+            ..table(live, 0)
+        };
+        assert!(decide(&inserted(true, 100_000, 100_001), 0).vacuum);
+        assert!(!decide(&inserted(true, 100_000, 100_000), 0).vacuum);
+        assert!(!decide(&inserted(true, 5_000_000, 1_000_000), 0).vacuum);
+        assert!(decide(&inserted(true, 5_000_000, 1_000_001), 0).vacuum);
+        // Autovacuum's own insert threshold does it when it is on.
+        assert!(!decide(&inserted(false, 100_000, 10_000_000), 0).vacuum);
     }
 
     #[test]

@@ -16,6 +16,7 @@ mod enqueuer;
 mod failover;
 mod global_limit;
 mod global_limit_claim;
+mod history_vacuumed;
 mod hostile;
 mod jobs;
 mod locked_row;

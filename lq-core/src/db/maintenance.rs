@@ -244,6 +244,9 @@ pub struct JobTableStats {
     pub dead: i64,
     /// Rows changed since the last analyze.
     pub modified_since_analyze: i64,
+    /// Rows inserted since the last vacuum: until a vacuum visits their pages,
+    /// an index-only scan reads the table for each of them.
+    pub inserted_since_vacuum: i64,
     /// Whole seconds since the table was last analyzed (by ANALYZE, a vacuum
     /// that analyzed, or autovacuum); `None` if it never was.
     pub analyzed_secs_ago: Option<i64>,
@@ -261,6 +264,7 @@ pub async fn job_table_stats(
     sqlx::query_as(
         "select n_live_tup as live, n_dead_tup as dead,
                 n_mod_since_analyze as modified_since_analyze,
+                n_ins_since_vacuum as inserted_since_vacuum,
                 floor(extract(epoch from now() - greatest(last_analyze, last_autoanalyze)))::int8
                     as analyzed_secs_ago,
                 current_setting('autovacuum') = 'off'
