@@ -17,20 +17,7 @@ const INSERTED: i64 = 150_000;
 #[tokio::test]
 async fn with_autovacuum_off_the_history_is_vacuumed_after_many_inserts() {
     let db = TestDb::new().await;
-    sqlx::raw_sql("alter table lq.finished_jobs set (autovacuum_enabled = false)")
-        .execute(&db.pool)
-        .await
-        .unwrap();
-    sqlx::query(
-        "insert into lq.finished_jobs (id, kind, queue, priority, payload, state, run_at,
-             attempts, max_attempts, errors, created_at, finished_at)
-         select g, 'test.history', 'default', 0, '{}', 'succeeded', now(), 1, 3, '[]', now(), now()
-         from generate_series(1, $1) g",
-    )
-    .bind(INSERTED)
-    .execute(&db.pool)
-    .await
-    .unwrap();
+    db.fill_history("test.history", INSERTED, 0).await;
     let rt = Runtime::builder(db.pool.clone())
         .config(quick())
         .queue("history_vacuumed", 1)

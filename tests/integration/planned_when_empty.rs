@@ -339,23 +339,8 @@ const PAST_RETENTION: i64 = 100;
 #[tokio::test]
 async fn a_prune_of_a_history_never_analyzed_reads_only_the_ids_it_may_delete() {
     let db = TestDb::new().await;
-    sqlx::raw_sql("alter table lq.finished_jobs set (autovacuum_enabled = false)")
-        .execute(&db.pool)
-        .await
-        .unwrap();
-    sqlx::query(
-        "insert into lq.finished_jobs (id, kind, queue, priority, payload, state, run_at,
-             attempts, max_attempts, errors, created_at, finished_at)
-         select g, 'test.pruned', 'default', 0, '{}', 'succeeded', now(), 1, 3, '[]',
-             now() - interval '3 days',
-             case when g <= $2 then now() - interval '2 days' else now() end
-         from generate_series(1, $1) g",
-    )
-    .bind(FINISHED)
-    .bind(PAST_RETENTION)
-    .execute(&db.pool)
-    .await
-    .unwrap();
+    db.fill_history("test.pruned", FINISHED, PAST_RETENTION)
+        .await;
     // The ids a prune a day back reads: those up to the mark before its cutoff,
     // and those drawn since the newest mark (ten, not yet past it).
     let ids = maintenance::PruneIds {

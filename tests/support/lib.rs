@@ -273,6 +273,30 @@ impl TestDb {
             .expect("drop the refusing trigger");
     }
 
+    /// Turns autovacuum off for the history and writes `n` succeeded jobs of
+    /// kind `kind` (ids 1 to `n`) straight into it: the first `old` finished two
+    /// days ago, the rest now. Nothing vacuums or analyzes it but the runtime.
+    pub async fn fill_history(&self, kind: &str, n: i64, old: i64) {
+        sqlx::raw_sql("alter table lq.finished_jobs set (autovacuum_enabled = false)")
+            .execute(&self.pool)
+            .await
+            .expect("autovacuum off for the history");
+        sqlx::query(
+            "insert into lq.finished_jobs (id, kind, queue, priority, payload, state, run_at,
+                 attempts, max_attempts, errors, created_at, finished_at)
+             select g, $1, 'default', 0, '{}', 'succeeded', now(), 1, 3, '[]',
+                 now() - interval '3 days',
+                 case when g <= $3 then now() - interval '2 days' else now() end
+             from generate_series(1, $2) g",
+        )
+        .bind(kind)
+        .bind(n)
+        .bind(old)
+        .execute(&self.pool)
+        .await
+        .expect("fill the history");
+    }
+
     /// Waits until `sql` (a query returning one boolean) is true, or panics after `limit`.
     pub async fn wait_for(&self, what: &str, sql: &str, limit: Duration) {
         let start = Instant::now();
