@@ -87,12 +87,12 @@ impl Need {
 }
 
 /// Rows inserted into `t` since its last vacuum tolerated while autovacuum is
-/// off: `MIN_INSERTED`, or `INSERTED_FRACTION` of its live rows.
+/// off: the larger of `MIN_INSERTED` and `INSERTED_FRACTION` of its live rows.
 fn insert_bound(t: &JobTableStats) -> i64 {
     MIN_INSERTED.max((t.live as f64 * INSERTED_FRACTION) as i64)
 }
 
-/// Dead rows tolerated in `t`: `MIN_DEAD`, or `DEAD_FRACTION` of its live rows.
+/// Dead rows tolerated in `t`: the larger of `MIN_DEAD` and `DEAD_FRACTION` of its live rows.
 fn bound(t: &JobTableStats) -> i64 {
     MIN_DEAD.max((t.live as f64 * DEAD_FRACTION) as i64)
 }
@@ -146,13 +146,14 @@ impl Tended {
     }
 }
 
-/// Vacuum whenever dead rows pass `MIN_DEAD` or `DEAD_FRACTION` of the live rows
-/// (beyond the `unremovable` ones the last vacuum left), whether or not
-/// autovacuum is on, or, with autovacuum off, when rows inserted since the last
-/// vacuum pass `MIN_INSERTED` or `INSERTED_FRACTION` of them; and analyze with it if the statistics are older than
-/// [`ANALYZE_EVERY`]; analyze a table that holds rows but was never analyzed,
-/// unless autovacuum is on and will do it soon. Nothing if this role may not
-/// vacuum the table (the server would only warn).
+/// Vacuum whenever dead rows pass the larger of `MIN_DEAD` and `DEAD_FRACTION`
+/// of the live rows (beyond the `unremovable` ones the last vacuum left),
+/// whether or not autovacuum is on, or, with autovacuum off, when rows inserted
+/// since the last vacuum pass the larger of `MIN_INSERTED` and
+/// `INSERTED_FRACTION` of them; and analyze with it if the statistics are older
+/// than [`ANALYZE_EVERY`]; analyze a table that holds rows but was never
+/// analyzed, unless autovacuum is on and will do it soon. Nothing if this role
+/// may not vacuum the table (the server would only warn).
 fn decide(t: &JobTableStats, unremovable: i64) -> Need {
     let inserted = t.autovacuum_off && t.inserted_since_vacuum > insert_bound(t);
     let vacuum = t.may_vacuum && (t.dead > bound(t).saturating_add(unremovable) || inserted);

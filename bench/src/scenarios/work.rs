@@ -68,10 +68,23 @@ async fn once(ctx: &Ctx, n: u64, fail_pct: u8) -> Result<serde_json::Value> {
         .state(waits.clone());
     let rt = super::with_diagnosis_limits(builder).start().await?;
     let limit = Duration::from_secs(if ctx.quick { 120 } else { 300 });
-    while rt.stats().succeeded < n && t0.elapsed() < limit {
+    // When 99 % of the jobs had succeeded: with failures, the last few wait out
+    // their backoff (200 ms doubling) while the slots idle, and this splits that
+    // tail from the rate while work was due.
+    let most = n - n / 100;
+    let mut secs_to_most = None;
+    loop {
+        let succeeded = rt.stats().succeeded;
+        if succeeded >= most && secs_to_most.is_none() {
+            secs_to_most = Some(t0.elapsed().as_secs_f64());
+        }
+        if succeeded >= n || t0.elapsed() >= limit {
+            break;
+        }
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let secs = t0.elapsed().as_secs_f64();
+    let secs_to_most = secs_to_most.unwrap_or(secs);
     let stats = rt.stats();
     rt.shutdown().await?;
     pool.close().await;
@@ -100,11 +113,16 @@ async fn once(ctx: &Ctx, n: u64, fail_pct: u8) -> Result<serde_json::Value> {
     // What the handlers allow: every slot busy all the time, for every attempt.
     let handler = waits.mean_handler_secs();
     let ideal = PARALLELISM as f64 / handler * n as f64 / attempts.max(1) as f64;
+    let rate_to_most = most as f64 / secs_to_most;
+    let claims_per_job = stats.claims as f64 / attempts.max(1) as f64;
     println!(
-        "    {} jobs/s in {secs:.1} s ({attempts} attempts; handlers took {:.2} ms on average, so 32 slots allow {}/s); first attempts started after the runtime's start by p50 {:.0} ms, p99 {:.0} ms; retries late by p50 {:.0} ms, p99 {:.0} ms; rescued {rescued} ({:.3} %)",
+        "    {} jobs/s in {secs:.1} s ({attempts} attempts; handlers took {:.2} ms on average, so 32 slots allow {}/s); the first 99 % at {}/s in {secs_to_most:.1} s, the last 1 % in {:.1} s; {} claims ({claims_per_job:.3} an attempt); first attempts started after the runtime's start by p50 {:.0} ms, p99 {:.0} ms; retries late by p50 {:.0} ms, p99 {:.0} ms; rescued {rescued} ({:.3} %)",
         thousands(rate),
         handler * 1e3,
         thousands(ideal),
+        thousands(rate_to_most),
+        secs - secs_to_most,
+        stats.claims,
         ms(&first, 50.0),
         ms(&first, 99.0),
         ms(&retries, 50.0),
@@ -113,6 +131,8 @@ async fn once(ctx: &Ctx, n: u64, fail_pct: u8) -> Result<serde_json::Value> {
     );
     Ok(json!({
         "jobs": n, "fail_pct": fail_pct, "jobs_per_s": rate, "secs": secs, "attempts": attempts,
+        "first_99pct": { "jobs_per_s": rate_to_most, "secs": secs_to_most },
+        "claims": stats.claims, "claims_per_attempt": claims_per_job,
         "first_attempt_late_ms": { "p50": ms(&first, 50.0), "p99": ms(&first, 99.0) },
         "retry_late_ms": { "p50": ms(&retries, 50.0), "p99": ms(&retries, 99.0), "count": retries.len() },
         "rescued": rescued, "rescued_share": rescued as f64 / n as f64,
@@ -131,8 +151,9 @@ pub async fn run(ctx: &mut Ctx) -> Result<()> {
                 n / 1000
             ),
             format!(
-                "{}/s; first attempt started p50 {:.0} ms, p99 {:.0} ms after the start; rescued {}",
+                "{}/s (the first 99 %: {}/s); first attempt started p50 {:.0} ms, p99 {:.0} ms after the start; rescued {}",
                 thousands(r["jobs_per_s"].as_f64().unwrap_or(f64::NAN)),
+                thousands(f("first_99pct", "jobs_per_s")),
                 f("first_attempt_late_ms", "p50"),
                 f("first_attempt_late_ms", "p99"),
                 r["rescued"]
