@@ -4,7 +4,9 @@
 //! once put the whole table on the outer side of the completer's join and
 //! compared every row with every job of the batch: 1.2 s per completion at 7,328
 //! rows, and a stall with a backlog (`bench/FINDINGS.md`, stop 76). A failure's
-//! write read the whole table three times with those statistics (stop 77).
+//! write read the whole table three times with those statistics (stop 77). With
+//! the history's statistics calling it empty, a bulk retry read the whole
+//! history for each batch, and a bulk delete its whole key (stop 78).
 
 use lq_core::db::{self, bulk, control, finish, lease, maintenance};
 use lq_core::JobState;
@@ -449,5 +451,131 @@ async fn operator_actions_planned_on_an_apparently_empty_table_read_only_their_o
             "{action:?}: read {read} rows of {} for {jobs} jobs",
             RUNNING + QUEUED
         );
+    }
+}
+
+/// Dead jobs in the history when its statistics call it empty.
+const DEAD: i64 = 5_000;
+
+/// Fills the history, deletes all but its last row and vacuums it (the
+/// statistics then say one row in many pages), then adds [`DEAD`] dead jobs
+/// above those ids and [`QUEUED`] queued jobs above theirs in `lq.jobs`, as a
+/// queue's newest jobs are. Returns the dead ids and the queued ones.
+async fn history_the_statistics_call_empty(db: &TestDb) -> (Vec<i64>, Vec<i64>) {
+    db.fill_history("filler", 20_000, 0).await;
+    for sql in [
+        "delete from lq.finished_jobs where id < 20000",
+        "vacuum lq.finished_jobs",
+    ] {
+        sqlx::raw_sql(sql).execute(&db.pool).await.unwrap();
+    }
+    let (pages, tuples): (i32, f32) = sqlx::query_as(
+        "select relpages, reltuples from pg_class where oid = 'lq.finished_jobs'::regclass",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert!(
+        pages > 10 && tuples <= 1.0,
+        "the history's statistics should say one row in many pages: {tuples} rows in {pages} pages"
+    );
+    let dead: Vec<i64> = sqlx::query_scalar(
+        "insert into lq.finished_jobs (id, kind, queue, priority, payload, state, run_at,
+             attempts, max_attempts, errors, created_at, finished_at)
+         select g, 'test.planned', 'default', 0, '{}', 'dead', now(), 3, 3, '[]', now(), now()
+         from generate_series(20001, 20000 + $1) g
+         returning id",
+    )
+    .bind(DEAD)
+    .fetch_all(&db.pool)
+    .await
+    .unwrap();
+    let queued: Vec<i64> = sqlx::query_scalar(
+        "insert into lq.jobs (id, kind, queue, payload, max_attempts, run_at)
+         overriding system value
+         select g, 'test.planned', 'default', '{}', 3, now() + interval '1 hour'
+         from generate_series(100001, 100000 + $1) g
+         returning id",
+    )
+    .bind(QUEUED)
+    .fetch_all(&db.pool)
+    .await
+    .unwrap();
+    (dead, queued)
+}
+
+/// Rows of `lq.finished_jobs` read so far in the open transaction: by table
+/// scans, and entries of its primary key (its only index the actions use).
+async fn history_rows_read(conn: &mut PgConnection) -> i64 {
+    sqlx::query_scalar(
+        "select seq_tup_read + pg_stat_get_xact_tuples_returned('lq.finished_jobs_pkey'::regclass)
+         from pg_stat_xact_user_tables where relid = 'lq.finished_jobs'::regclass",
+    )
+    .fetch_one(conn)
+    .await
+    .unwrap()
+}
+
+/// An operator's bulk actions that read or write the history, each on dead
+/// jobs and queued ones of its own.
+#[derive(Debug, Clone, Copy)]
+enum HistoryAction {
+    Retry,
+    Delete,
+    Cancel,
+    RunNow,
+}
+
+#[tokio::test]
+async fn bulk_actions_planned_on_an_apparently_empty_history_read_only_their_own_rows() {
+    let db = TestDb::new().await;
+    let (dead, queued) = history_the_statistics_call_empty(&db).await;
+    let mut chunks = dead
+        .chunks(JOBS_PER_WRITE)
+        .zip(queued.chunks(JOBS_PER_WRITE));
+    for plans in ["auto", "force_generic_plan"] {
+        let options: sqlx::postgres::PgConnectOptions = db.url.parse().unwrap();
+        let mut conn = PgConnection::connect_with(&options.options([("plan_cache_mode", plans)]))
+            .await
+            .unwrap();
+        for action in [
+            HistoryAction::Retry,
+            HistoryAction::Delete,
+            HistoryAction::Cancel,
+            HistoryAction::RunNow,
+        ] {
+            let (dead, queued) = chunks.next().unwrap();
+            let both: Vec<i64> = dead.iter().chain(queued).copied().collect();
+            let ids = match action {
+                HistoryAction::Retry => dead,
+                _ => &both[..],
+            };
+            let mut tx = conn.begin().await.unwrap();
+            let before = history_rows_read(&mut tx).await;
+            let seen = match action {
+                HistoryAction::Retry => bulk::jobs_retry_many(&mut tx, ids, &[]).await,
+                HistoryAction::Delete => bulk::jobs_delete_many(&mut tx, ids, &[]).await,
+                HistoryAction::Cancel => bulk::jobs_cancel_many(&mut tx, ids, &[]).await,
+                HistoryAction::RunNow => bulk::jobs_run_now_many(&mut tx, ids, &[]).await,
+            }
+            .unwrap();
+            let (found, acted) = (seen.len(), seen.iter().filter(|(_, _, done)| *done).count());
+            let read = history_rows_read(&mut tx).await - before;
+            tx.commit().await.unwrap();
+            let wanted = match action {
+                HistoryAction::Retry | HistoryAction::Delete => (ids.len(), ids.len()),
+                HistoryAction::Cancel | HistoryAction::RunNow => (both.len(), queued.len()),
+            };
+            assert_eq!(
+                (found, acted),
+                wanted,
+                "{action:?} ({plans} plans): jobs found, acted on"
+            );
+            assert!(
+                read <= 10 * ids.len() as i64,
+                "{action:?} ({plans} plans): read {read} rows of the history's {DEAD} for {} jobs",
+                ids.len()
+            );
+        }
     }
 }

@@ -1,7 +1,7 @@
 //! Statements of the bulk actions: retry, cancel, delete or run now a batch of jobs by id,
 //! each batch in one statement, reporting which ids it acted on.
 
-use sqlx::PgConnection;
+use sqlx::{Connection, PgConnection};
 
 use super::err;
 use crate::{Error, JobState};
@@ -21,26 +21,64 @@ fn state_names(states: &[JobState]) -> Vec<&'static str> {
     states.iter().map(|s| s.as_str()).collect()
 }
 
+/// Runs one bulk statement with `ids` bound as `$1` and the names of `states`
+/// as `$2`, in a transaction of its own (a savepoint within the caller's) with
+/// table scans ruled out (`NO_TABLE_SCANS`): every statement finds its rows
+/// by id.
+async fn by_ids(
+    conn: &mut PgConnection,
+    op: &'static str,
+    statement: &'static str,
+    ids: &[i64],
+    states: &[JobState],
+) -> Result<Vec<(i64, JobState, bool)>, Error> {
+    let mut tx = conn.begin().await.map_err(err(op))?;
+    sqlx::query(NO_TABLE_SCANS)
+        .execute(&mut *tx)
+        .await
+        .map_err(err(op))?;
+    let rows = sqlx::query_as(statement)
+        .bind(ids)
+        .bind(state_names(states))
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(err(op))?;
+    tx.commit().await.map_err(err(op))?;
+    Ok(rows)
+}
+
+/// The bulk statements' setting: no table scans. With the history's
+/// statistics calling it empty (a vacuum of a history a prune had emptied
+/// leaves one row in many pages), the planner costed a table scan of
+/// `lq.finished_jobs` below a probe of its key for `id = any($1)`, and a bulk
+/// retry read the whole history for each batch of 500
+/// (`tests/integration/planned_when_empty.rs`, `bench/FINDINGS.md` stop 78).
+const NO_TABLE_SCANS: &str = "select pg_catalog.set_config('enable_seqscan', 'off', true)";
+
 /// Puts the dead or cancelled jobs among `ids` back in the queue to run now with
 /// fresh attempts (errors kept, newest 20), and among them only those in one of
 /// `states` when it is not empty (see [`jobs_delete_many`]). A job whose unique
 /// key a live job holds (or an earlier job of the batch took) stays where it is.
 /// Returns `(id, state before)` of every job found, and whether it was requeued.
+/// The history is read by the ids given alone, also where its rows are deleted.
 pub async fn jobs_retry_many(
     conn: &mut PgConnection,
     ids: &[i64],
     states: &[JobState],
 ) -> Result<Vec<(i64, JobState, bool)>, Error> {
-    sqlx::query_as(concat!(
-        "with found as materialized (
+    by_ids(conn, "jobs_retry_many", RETRY_MANY, ids, states).await
+}
+
+const RETRY_MANY: &str = concat!(
+    "with found as materialized (
              select id, state from lq.all_jobs where id = any($1)
          ),
          cand as materialized (
              select * from lq.finished_jobs
              where id = any($1) and state in ('dead', 'cancelled')
                  and ",
-        in_states!("state::text"),
-        "
+    in_states!("state::text"),
+    "
              order by id
              for update
          ),
@@ -56,7 +94,9 @@ pub async fn jobs_retry_many(
              returning id, queue
          ),
          gone as (
-             delete from lq.finished_jobs f using requeued r where f.id = r.id returning f.id
+             delete from lq.finished_jobs f using requeued r
+             where f.id = any($1) and f.id = r.id
+             returning f.id
          ),
          woken as (
              select pg_notify('lq_jobs', q) from (select distinct queue as q from requeued) qs
@@ -65,13 +105,7 @@ pub async fn jobs_retry_many(
          from found f
          where (select count(*) from woken) >= 0
          order by f.id"
-    ))
-    .bind(ids)
-    .bind(state_names(states))
-    .fetch_all(&mut *conn)
-    .await
-    .map_err(err("jobs_retry_many"))
-}
+);
 
 /// Cancels the live jobs among `ids`, and among them only those in one of
 /// `states` when it is not empty (see [`jobs_delete_many`]): queued ones end
@@ -83,33 +117,36 @@ pub async fn jobs_cancel_many(
     ids: &[i64],
     states: &[JobState],
 ) -> Result<Vec<(i64, JobState, bool)>, Error> {
-    sqlx::query_as(concat!(
-        "with old as materialized (
+    by_ids(conn, "jobs_cancel_many", CANCEL_MANY, ids, states).await
+}
+
+const CANCEL_MANY: &str = concat!(
+    "with old as materialized (
              select id, state::lq.job_state as state,
                  ",
-        in_states!("state::text"),
-        " as chosen
+    in_states!("state::text"),
+    " as chosen
              from lq.jobs where id = any($1) order by id for update
          ),
          flagged as (
              update lq.jobs j
              set cancel_requested_at = coalesce(j.cancel_requested_at, now())
              from old where ",
-        job_by_id_of!("old.id"),
-        " and old.state = 'running' and old.chosen
+    job_by_id_of!("old.id"),
+    " and old.state = 'running' and old.chosen
              returning j.id
          ),
          moved as (
              delete from lq.jobs j
              using old
              where ",
-        job_by_id_of!("old.id"),
-        " and old.state = 'queued' and old.chosen
+    job_by_id_of!("old.id"),
+    " and old.state = 'queued' and old.chosen
              returning j.*, 'cancelled'::lq.job_state as final_state, j.errors as final_errors
          ),
          ",
-        archive_moved!(),
-        ",
+    archive_moved!(),
+    ",
          told as (
              select pg_notify('lq_cancel', f.id::text) from flagged f
          ),
@@ -121,13 +158,7 @@ pub async fn jobs_cancel_many(
          union all
          select id, state, false from finished
          order by id"
-    ))
-    .bind(ids)
-    .bind(state_names(states))
-    .fetch_all(&mut *conn)
-    .await
-    .map_err(err("jobs_cancel_many"))
-}
+);
 
 /// Makes the queued jobs among `ids` due now, and among them only those in one
 /// of `states` when it is not empty (see [`jobs_delete_many`]): a job scheduled
@@ -147,18 +178,21 @@ pub async fn jobs_run_now_many(
     ids: &[i64],
     states: &[JobState],
 ) -> Result<Vec<(i64, JobState, bool)>, Error> {
-    sqlx::query_as(concat!(
-        "with old as materialized (
+    by_ids(conn, "jobs_run_now_many", RUN_NOW_MANY, ids, states).await
+}
+
+const RUN_NOW_MANY: &str = concat!(
+    "with old as materialized (
              select id, state::lq.job_state as state,
                  ",
-        in_states!("state::text"),
-        " as chosen
+    in_states!("state::text"),
+    " as chosen
              from lq.jobs where id = any($1)
          ),
          due as materialized (
              select j.id, j.queue from old join lq.jobs j on ",
-        job_by_id_of!("old.id"),
-        "
+    job_by_id_of!("old.id"),
+    "
              where old.state = 'queued' and old.chosen and j.lease_token is null
              order by old.id
              for update of j
@@ -166,8 +200,8 @@ pub async fn jobs_run_now_many(
          moved as (
              update lq.jobs j set run_at = now()
              from due where ",
-        job_by_id_of!("due.id"),
-        " and j.run_at > now()
+    job_by_id_of!("due.id"),
+    " and j.run_at > now()
              returning j.queue
          ),
          woken as (
@@ -180,13 +214,7 @@ pub async fn jobs_run_now_many(
          union all
          select id, state, false from lq.finished_jobs where id = any($1)
          order by 1"
-    ))
-    .bind(ids)
-    .bind(state_names(states))
-    .fetch_all(&mut *conn)
-    .await
-    .map_err(err("jobs_run_now_many"))
-}
+);
 
 /// Deletes the queued and finished jobs among `ids` for good (a running job is
 /// left: cancel it first), and among them only those still in one of `states`
@@ -198,35 +226,41 @@ pub async fn jobs_run_now_many(
 /// Live jobs are told queued or running by their lease (the check constraint
 /// makes a lease token and expiry the same as "running"), as in
 /// [`jobs_run_now_many`].
+/// An id in both tables is looked up by the ids given in each: joined on `id`
+/// alone, the history was read in key order from its first row when its
+/// statistics called it empty.
 pub async fn jobs_delete_many(
     conn: &mut PgConnection,
     ids: &[i64],
     states: &[JobState],
 ) -> Result<Vec<(i64, JobState, bool)>, Error> {
-    sqlx::query_as(concat!(
-        "with twice as materialized (
+    by_ids(conn, "jobs_delete_many", DELETE_MANY, ids, states).await
+}
+
+const DELETE_MANY: &str = concat!(
+    "with twice as materialized (
              select j.id, j.state::lq.job_state as live, f.state as finished
              from lq.jobs j join lq.finished_jobs f using (id)
-             where j.id = any($1)
+             where j.id = any($1) and f.id = any($1)
                and ",
-        in_states!("j.state::text"),
-        " and ",
-        in_states!("f.state::text"),
-        "
+    in_states!("j.state::text"),
+    " and ",
+    in_states!("f.state::text"),
+    "
          ),
          live as (
              delete from lq.jobs where id = any($1) and lease_token is null
                  and ",
-        in_states!("'queued'"),
-        "
+    in_states!("'queued'"),
+    "
                  and id not in (select id from twice)
              returning id, state::lq.job_state as state
          ),
          finished as (
              delete from lq.finished_jobs where id = any($1)
                  and ",
-        in_states!("state::text"),
-        "
+    in_states!("state::text"),
+    "
                  and id not in (select id from twice)
              returning id, state
          ),
@@ -241,10 +275,4 @@ pub async fn jobs_delete_many(
          union all select id, live, false from twice
          union all select id, finished, false from twice
          order by 1"
-    ))
-    .bind(ids)
-    .bind(state_names(states))
-    .fetch_all(&mut *conn)
-    .await
-    .map_err(err("jobs_delete_many"))
-}
+);
