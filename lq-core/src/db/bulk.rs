@@ -1,7 +1,7 @@
 //! Statements of the bulk actions: retry, cancel, delete or run now a batch of jobs by id,
 //! each batch in one statement, reporting which ids it acted on.
 
-use sqlx::{Connection, PgConnection};
+use sqlx::PgConnection;
 
 use super::err;
 use crate::{Error, JobState};
@@ -32,11 +32,7 @@ async fn by_ids(
     ids: &[i64],
     states: &[JobState],
 ) -> Result<Vec<(i64, JobState, bool)>, Error> {
-    let mut tx = conn.begin().await.map_err(err(op))?;
-    sqlx::query(NO_TABLE_SCANS)
-        .execute(&mut *tx)
-        .await
-        .map_err(err(op))?;
+    let mut tx = super::begin_with_settings(conn, NO_TABLE_SCANS, op).await?;
     let rows = sqlx::query_as(statement)
         .bind(ids)
         .bind(state_names(states))

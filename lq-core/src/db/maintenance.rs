@@ -1,7 +1,7 @@
 //! Housekeeping statements: pruning history, burying unknown kinds, health.
 
 use chrono::{DateTime, Utc};
-use sqlx::{Connection, PgConnection};
+use sqlx::PgConnection;
 
 use super::err;
 use crate::Error;
@@ -32,11 +32,7 @@ pub async fn job_prune(
     ids: PruneIds,
     limit: i64,
 ) -> Result<(u64, Option<i64>), Error> {
-    let mut tx = conn.begin().await.map_err(err("job_prune"))?;
-    sqlx::query(KEY_ORDER_ONLY)
-        .execute(&mut *tx)
-        .await
-        .map_err(err("job_prune"))?;
+    let mut tx = super::begin_with_settings(conn, KEY_ORDER_ONLY, "job_prune").await?;
     let (n, highest): (i64, Option<i64>) = sqlx::query_as(concat!(
         "with gone as (
              delete from lq.finished_jobs where id = any(array(

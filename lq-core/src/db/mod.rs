@@ -333,6 +333,25 @@ pub async fn pin_search_path(conn: &mut sqlx::PgConnection) -> Result<(), Error>
     Ok(())
 }
 
+/// Opens a transaction on `conn` (a savepoint within the caller's) and applies
+/// `settings`, a `select pg_catalog.set_config(…, true)` statement, to it: the
+/// plan settings of the prune and the bulk statements (`docs/internals.md`,
+/// "Plans that hold whatever the statistics say"). Within a caller's
+/// transaction they last until that one ends.
+pub(crate) async fn begin_with_settings<'c>(
+    conn: &'c mut sqlx::PgConnection,
+    settings: &'static str,
+    op: &'static str,
+) -> Result<sqlx::Transaction<'c, sqlx::Postgres>, Error> {
+    use sqlx::Connection;
+    let mut tx = conn.begin().await.map_err(err(op))?;
+    sqlx::query(settings)
+        .execute(&mut *tx)
+        .await
+        .map_err(err(op))?;
+    Ok(tx)
+}
+
 /// Maps a driver error to [`Error::Database`] for statement `op`.
 pub fn err(op: &'static str) -> impl Fn(sqlx::Error) -> Error {
     move |source| Error::Database { op, source }
