@@ -125,6 +125,12 @@ async fn run(shared: Arc<Shared>, queue: Arc<str>, job: ClaimedJob, mut slot: Sl
     } else {
         Waited::Handler
     };
+    // A handler freed just as shutdown began may win the wait's race with the
+    // stop: the job has still not started, so it goes back all the same.
+    let waited = match waited {
+        Waited::Handler if shared.stopping.is_cancelled() => Waited::Stopping,
+        other => other,
+    };
     slot.started();
     if waited == Waited::HandedBack {
         shared.inflight.remove(job.id, job.lease_token);
@@ -188,6 +194,11 @@ async fn run(shared: Arc<Shared>, queue: Arc<str>, job: ClaimedJob, mut slot: Sl
             }
         }
         other => {
+            // As for a success: another handler may start while the outcome is
+            // written, and the lease (with its share of the queue's lease limit)
+            // stays held until the write lands or is given up. A handler held
+            // through the write idled a round trip for every failure.
+            slot.handler_done();
             let requeued_in = requeue_delay(desc, &job, &other);
             let attempt = Attempt {
                 id: job.id,
@@ -201,7 +212,6 @@ async fn run(shared: Arc<Shared>, queue: Arc<str>, job: ClaimedJob, mut slot: Sl
                 shared.wake_after(&queue, delay);
             }
             shared.inflight.remove(job.id, job.lease_token);
-            slot.handler_done();
             drop(slot);
         }
     }

@@ -197,3 +197,90 @@ async fn a_success_whose_row_is_locked_elsewhere_does_not_hold_back_the_others()
         );
     }
 }
+
+/// Fails its first attempt once its gate opens; succeeds after.
+#[derive(Serialize, Deserialize, Job)]
+#[job(kind = "test.locked_failure", max_attempts = 3, backoff = fixed("10ms"))]
+struct FailsOnce;
+
+impl Perform for FailsOnce {
+    async fn perform(&self, ctx: &JobContext) -> Result<(), JobError> {
+        let gates = ctx.state::<Arc<Gates>>();
+        gates.ledger.record(ctx.id());
+        let _ = gates.open[0].subscribe().wait_for(|open| *open).await;
+        if ctx.attempt() == 1 {
+            return Err("the first attempt fails".into());
+        }
+        Ok(())
+    }
+}
+
+/// A failure's write held up by a lock elsewhere does not hold its handler:
+/// on a queue of one handler, the next job runs (and succeeds) while that
+/// write still waits, as it would after a success. Once the lock goes the
+/// failure lands, and the retry runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failure_whose_row_is_locked_elsewhere_frees_its_handler() {
+    let db = TestDb::new().await;
+    let failing = FailsOnce.enqueue(&db.pool).await.unwrap().id;
+    let gates = Arc::new(Gates {
+        ledger: Ledger::default(),
+        open: [watch::Sender::new(false), watch::Sender::new(true)],
+    });
+    let rt = Runtime::builder(db.pool.clone())
+        .config(lq_runtime::RuntimeConfig {
+            // The failure's write waits on the lock rather than timing out and
+            // giving the job up to its lease meanwhile.
+            db_timeout: Duration::from_secs(120),
+            ..quick()
+        })
+        .queue("default", 1)
+        .state(gates.clone())
+        .start()
+        .await
+        .unwrap();
+    db.wait_for(
+        "the failing job to run",
+        &format!("select exists (select from lq.jobs where id = {failing} and state = 'running')"),
+        LIMIT,
+    )
+    .await;
+    let lock = db.lock_row(failing).await;
+    // Enqueued only now, so the one handler is the failing job's first.
+    let next = Gated { gate: 1 }.enqueue(&db.pool).await.unwrap().id;
+    gates.open[0].send_replace(true);
+
+    db.wait_for(
+        "the next job to succeed while the failure's write waits on the lock",
+        &format!("select exists (select from lq.finished_jobs where id = {next} and state = 'succeeded')"),
+        LIMIT,
+    )
+    .await;
+    let (state, attempts): (String, i32) =
+        sqlx::query_as("select state::text, attempts from lq.jobs where id = $1")
+            .bind(failing)
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        (state.as_str(), attempts),
+        ("running", 1),
+        "the failure cannot have landed while its row is locked"
+    );
+
+    lock.commit().await.unwrap();
+    db.wait_for(
+        "the failed job's retry to succeed once the lock is gone",
+        &format!("select exists (select from lq.finished_jobs where id = {failing} and state = 'succeeded' and attempts = 2)"),
+        LIMIT,
+    )
+    .await;
+    rt.shutdown().await.unwrap();
+    let counts = gates.ledger.counts();
+    assert_eq!(
+        counts.get(&failing),
+        Some(&2),
+        "two attempts of the failing job"
+    );
+    assert_eq!(counts.get(&next), Some(&1), "the next job ran once");
+}
