@@ -9,7 +9,7 @@
 //! history for each batch, and a bulk delete its whole key (stop 78).
 
 use lq_core::db::{self, bulk, control, finish, lease, maintenance};
-use lq_core::JobState;
+use lq_core::{JobFilter, JobState};
 use lq_tests::TestDb;
 use sqlx::types::Uuid;
 use sqlx::{Connection, PgConnection};
@@ -576,6 +576,55 @@ async fn bulk_actions_planned_on_an_apparently_empty_history_read_only_their_own
                 "{action:?} ({plans} plans): read {read} rows of the history's {DEAD} for {} jobs",
                 ids.len()
             );
+        }
+    }
+}
+
+/// Rows of `lq.finished_jobs` read so far in the open transaction: by table
+/// scans, and entries of any of its indexes.
+async fn history_entries_read(conn: &mut PgConnection) -> i64 {
+    sqlx::query_scalar(
+        "select seq_tup_read + (
+             select coalesce(sum(pg_stat_get_xact_tuples_returned(indexrelid)), 0)::bigint
+             from pg_index where indrelid = 'lq.finished_jobs'::regclass)
+         from pg_stat_xact_user_tables where relid = 'lq.finished_jobs'::regclass",
+    )
+    .fetch_one(conn)
+    .await
+    .unwrap()
+}
+
+/// Jobs a page of [`control::job_ids`] asks for.
+const PAGE: i64 = 50;
+
+/// A page of one queue's dead jobs (a bulk action's batch, the dashboard's
+/// list) reads about that page, whatever the history's statistics say, not
+/// every dead job of the queue each time.
+#[tokio::test]
+async fn pages_of_one_queues_dead_jobs_planned_on_an_apparently_empty_history_read_only_their_page()
+{
+    let db = TestDb::new().await;
+    let (dead, _) = history_the_statistics_call_empty(&db).await;
+    let mut newest_first = dead.iter().rev().copied();
+    let mut filter = JobFilter::new().state(JobState::Dead).queue("default");
+    for plans in ["auto", "force_generic_plan"] {
+        let options: sqlx::postgres::PgConnectOptions = db.url.parse().unwrap();
+        let mut conn = PgConnection::connect_with(&options.options([("plan_cache_mode", plans)]))
+            .await
+            .unwrap();
+        for page in 1..=3 {
+            let mut tx = conn.begin().await.unwrap();
+            let before = history_entries_read(&mut tx).await;
+            let ids = control::job_ids(&mut tx, &filter, PAGE).await.unwrap();
+            let read = history_entries_read(&mut tx).await - before;
+            tx.commit().await.unwrap();
+            let wanted: Vec<i64> = newest_first.by_ref().take(PAGE as usize).collect();
+            assert_eq!(ids, wanted, "page {page} ({plans} plans)");
+            assert!(
+                read <= 2 * PAGE,
+                "page {page} ({plans} plans): read {read} rows of the history's {DEAD} dead for {PAGE}"
+            );
+            filter = filter.before_id(*ids.last().unwrap());
         }
     }
 }

@@ -165,10 +165,21 @@ fn push_where(q: &mut QueryBuilder<'_, Postgres>, filter: &JobFilter, source: &s
             .push(names.join(","))
             .push(format!("}}'::{of_type}[])"));
     }
-    if !filter.queues.is_empty() {
-        q.push(" and queue = any(")
-            .push_bind(filter.queues.clone())
-            .push(")");
+    match &filter.queues[..] {
+        [] => {}
+        // One queue as a plain equality: the history's dead and cancelled
+        // indexes, on (queue, id), then hand out that queue's jobs in id order
+        // from the cursor on. PostgreSQL 15 reads no order from an `any`, so
+        // under statistics that call the history empty it read every match of
+        // the queue and sorted them, for each page and each bulk batch.
+        [queue] => {
+            q.push(" and queue = ").push_bind(queue.clone());
+        }
+        queues => {
+            q.push(" and queue = any(")
+                .push_bind(queues.to_vec())
+                .push(")");
+        }
     }
     if !filter.kinds.is_empty() {
         q.push(" and kind = any(")
